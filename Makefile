@@ -1,0 +1,38 @@
+# The two commands: `make demo` and `make test`. Both bootstrap .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+BENCH ?=
+
+.PHONY: test lint types pytest demo bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when pyproject.toml changed since the last install.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check actors supervisors tests examples bench
+	$(BIN)/ruff format --check actors supervisors tests examples bench
+
+types: $(STAMP)
+	$(BIN)/mypy --strict actors supervisors
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint types pytest
+
+demo: $(STAMP)
+	$(BIN)/python examples/agent_daemon.py
+
+bench: $(STAMP)
+	$(BIN)/python -m bench $(BENCH)
+
+clean:
+	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache

@@ -1,0 +1,57 @@
+"""resilient-actors: the runtime — typed errors, actors, observation.
+
+Everything a user needs is re-exported here; submodules not listed may change.
+"""
+
+from actors.errors import (
+    CODE_TABLE,
+    ActorError,
+    CancelledError,
+    Code,
+    CodeInfo,
+    ErrorClass,
+    Failure,
+    InternalError,
+    LimitError,
+    ProviderError,
+    SecurityError,
+    StoreError,
+    SupervisionError,
+    ToolError,
+    ValidationError,
+    classify,
+    fail,
+    normalize,
+    retry_after_from,
+)
+from actors.observe import bind_context, configure_logging, get_logger
+from actors.redact import redact_text, register_secret
+from actors.usage import Usage
+
+__all__ = [
+    "CODE_TABLE",
+    "ActorError",
+    "CancelledError",
+    "Code",
+    "CodeInfo",
+    "ErrorClass",
+    "Failure",
+    "InternalError",
+    "LimitError",
+    "ProviderError",
+    "SecurityError",
+    "StoreError",
+    "SupervisionError",
+    "ToolError",
+    "Usage",
+    "ValidationError",
+    "bind_context",
+    "classify",
+    "configure_logging",
+    "fail",
+    "get_logger",
+    "normalize",
+    "redact_text",
+    "register_secret",
+    "retry_after_from",
+]

@@ -1,0 +1,202 @@
+"""Structured logging: set-up, error expansion, redaction, event hooks.
+
+Call :func:`configure_logging` once at daemon start. The pipeline, in order:
+
+1. merge context bound with :func:`bind_context` (``run_id``, ``node_id``, ``actor``);
+2. add level and an ISO-8601 UTC timestamp (wall clock: log stamps are for people;
+   runtime decisions use ``trio.current_time()``);
+3. :func:`expand_errors`: every :class:`ActorError` value (and ``exc_info`` holding one)
+   becomes a dict of fields — ``code``, ``error_class``, ``retryable``, ``message``,
+   ``correlation_id``, its context, and ``cause_chain`` (the codes, or type names, along
+   ``__cause__``);
+4. tracebacks rendered to text, then :func:`redact_processor` over *everything* (keys,
+   nested values, the rendered traceback; unknown objects are ``repr``-ed first so a
+   secret inside an object's repr is caught too);
+5. event hooks (:func:`add_event_hook`), which see the redacted event — tests capture
+   events this way (:func:`actors.testing.capture_events`), never by parsing log text;
+6. JSON lines (daemons) or a console renderer (development).
+
+Levels below the configured one are filtered by structlog's filtering logger: a disabled
+``debug`` call does no formatting at all, which keeps the hot paths cheap.
+
+If you configure structlog yourself, include :func:`redact_processor` last before your
+renderer: the runtime's events carry provider answers and error details.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import sys
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any, Literal, TextIO
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from actors.error_types import ActorError
+from actors.redact import redact_value
+
+EventHook = Callable[[dict[str, Any]], None]
+
+_hooks: list[EventHook] = []
+_configured = False
+
+
+class EventName(enum.StrEnum):
+    """Names of the structured events the runtime emits."""
+
+    CLASSIFY_UNPLACED = "classify.unplaced"
+    DEAD_LETTER = "dead_letter"
+    ACTOR_STARTING = "actor.starting"
+    ACTOR_STARTED = "actor.started"
+    ACTOR_START_FAILED = "actor.start_failed"
+    ACTOR_CRASHED = "actor.crashed"
+    ACTOR_RESTARTING = "actor.restarting"
+    ACTOR_STOPPING = "actor.stopping"
+    ACTOR_STOPPED = "actor.stopped"
+    CALL_LATE_REPLY = "actor.late_reply"
+    SUPPRESSED = "error.suppressed"
+
+
+def get_logger(name: str) -> Any:
+    """The structlog logger for ``name`` (a thin alias, so imports stay in one place)."""
+    return structlog.get_logger(name)
+
+
+@contextmanager
+def bind_context(**values: Any) -> Iterator[None]:
+    """Bind ``run_id`` / ``node_id`` / ``actor`` (or any field) for the enclosed code.
+
+    Uses contextvars, so trio tasks spawned inside inherit the binding.
+    """
+    with structlog.contextvars.bound_contextvars(**values):
+        yield
+
+
+def add_event_hook(hook: EventHook) -> Callable[[], None]:
+    """Call ``hook`` with every (redacted) event; returns a function that removes it."""
+    _hooks.append(hook)
+
+    def remove() -> None:
+        if hook in _hooks:
+            _hooks.remove(hook)
+
+    return remove
+
+
+def is_configured() -> bool:
+    """Whether :func:`configure_logging` has run in this process."""
+    return _configured
+
+
+def error_fields(err: ActorError) -> dict[str, Any]:
+    """The fields an :class:`ActorError` expands to in an event."""
+    fields: dict[str, Any] = {
+        "code": str(err.code),
+        "error_class": str(err.error_class),
+        "retryable": err.retryable,
+        "message": err.message,
+        "correlation_id": err.correlation_id,
+    }
+    fields.update(err.context())
+    if err.usage is not None:
+        fields["usage"] = {
+            "input_tokens": err.usage.input_tokens,
+            "output_tokens": err.usage.output_tokens,
+            "cost": err.usage.cost,
+        }
+    chain = cause_chain(err)
+    if chain:
+        fields["cause_chain"] = chain
+    if err.errors:
+        fields["members"] = [str(m.code) for m in err.errors]
+    return fields
+
+
+def cause_chain(err: BaseException, *, limit: int = 10) -> list[str]:
+    """Codes (or exception type names) along ``__cause__``, nearest first."""
+    chain: list[str] = []
+    seen = {id(err)}
+    current = err.__cause__
+    while current is not None and len(chain) < limit and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(
+            str(current.code) if isinstance(current, ActorError) else type(current).__name__
+        )
+        current = current.__cause__
+    return chain
+
+
+def expand_errors(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """Replace every :class:`ActorError` value with its fields (see :func:`error_fields`)."""
+    for key, value in list(event_dict.items()):
+        if isinstance(value, ActorError):
+            event_dict[key] = error_fields(value)
+    exc_info = event_dict.get("exc_info")
+    if isinstance(exc_info, ActorError) and "error" not in event_dict:
+        event_dict["error"] = error_fields(exc_info)
+    return event_dict
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, MutableMapping | dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    return repr(value)
+
+
+def redact_processor(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """Redact secrets from every key and value of the event (see :mod:`actors.redact`)."""
+    redacted: dict[str, Any] = redact_value(_plain(dict(event_dict)))
+    return redacted
+
+
+def _dispatch_hooks(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    for hook in tuple(_hooks):
+        hook(dict(event_dict))
+    return event_dict
+
+
+def configure_logging(
+    *,
+    mode: Literal["json", "console"] = "json",
+    level: str | int = "info",
+    stream: TextIO | None = None,
+) -> None:
+    """Configure structlog for a daemon (``json``) or for development (``console``).
+
+    ``level`` is a name (``"debug"``) or a ``logging`` number. ``stream`` defaults to
+    stdout. Safe to call again (tests do); the last call wins.
+    """
+    global _configured
+    numeric = level if isinstance(level, int) else logging.getLevelNamesMapping()[level.upper()]
+    renderer: Processor
+    if mode == "json":
+        renderer = structlog.processors.JSONRenderer(sort_keys=False)
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    processors: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        expand_errors,
+        structlog.processors.format_exc_info,
+        redact_processor,
+        _dispatch_hooks,
+        renderer,
+    ]
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(stream if stream is not None else sys.stdout),
+        cache_logger_on_first_use=False,
+    )
+    _configured = True
