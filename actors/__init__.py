@@ -3,6 +3,8 @@
 Everything a user needs is re-exported here; submodules not listed may change.
 """
 
+from actors.actor import Actor, ActorRef, CellState
+from actors.deadletters import DeadLetter, DeadLetters
 from actors.errors import (
     CODE_TABLE,
     ActorError,
@@ -26,19 +28,28 @@ from actors.errors import (
 )
 from actors.observe import bind_context, configure_logging, get_logger
 from actors.redact import redact_text, register_secret
+from actors.registry import Registry
+from actors.runtime import Runtime, open_runtime
 from actors.usage import Usage
 
 __all__ = [
     "CODE_TABLE",
+    "Actor",
     "ActorError",
+    "ActorRef",
     "CancelledError",
+    "CellState",
     "Code",
     "CodeInfo",
+    "DeadLetter",
+    "DeadLetters",
     "ErrorClass",
     "Failure",
     "InternalError",
     "LimitError",
     "ProviderError",
+    "Registry",
+    "Runtime",
     "SecurityError",
     "StoreError",
     "SupervisionError",
@@ -51,6 +62,7 @@ __all__ = [
     "fail",
     "get_logger",
     "normalize",
+    "open_runtime",
     "redact_text",
     "register_secret",
     "retry_after_from",

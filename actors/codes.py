@@ -97,6 +97,7 @@ class Code(enum.StrEnum):
     CHILD_RUNNING = "child_running"
     CHILD_RESTARTING = "child_restarting"
     MAX_CHILDREN = "max_children"
+    NAME_TAKEN = "name_taken"
     # internal
     INTERNAL = "internal"
     EXECUTION_FAILED = "execution_failed"
@@ -240,6 +241,7 @@ _TABLE: dict[Code, CodeInfo] = {
     Code.MAX_CHILDREN: _info(
         _C.SUPERVISION, False, "The supervisor has reached its maximum number of components."
     ),
+    Code.NAME_TAKEN: _info(_C.SUPERVISION, False, "A component with this name is already running."),
     Code.INTERNAL: _info(
         _C.INTERNAL, False, "An internal error occurred; quote the correlation id to support."
     ),

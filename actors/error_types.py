@@ -47,6 +47,10 @@ def _user_message(self: ActorError) -> str:
 class ActorError(Exception):
     """A classified failure. Narrow on ``code``; read context from fields.
 
+    ``delivered`` says what is safe to retry after an actor call failed: ``False`` — the
+    request never started (safe to retry); ``True`` — it started and its outcome is
+    unknown; ``None`` — not an actor-call failure.
+
     ``errors`` holds the members when this error stands for several (an exception group
     reduced by :func:`actors.errors.normalize`); the cause chain (``__cause__``) keeps
     the original exception.
@@ -69,6 +73,7 @@ class ActorError(Exception):
     retry_after: float | None = None
     usage: Usage | None = None
     http_status: int | None = None
+    delivered: bool | None = None
     errors: tuple[ActorError, ...] = ()
 
     #: Field names that may be passed as context to :func:`fail` and ``from_code``.
@@ -84,6 +89,7 @@ class ActorError(Exception):
             "retry_after",
             "usage",
             "http_status",
+            "delivered",
             "user_message",
             "error_class",
             "errors",
@@ -121,6 +127,7 @@ class ActorError(Exception):
             "attempt": self.attempt,
             "http_status": self.http_status,
             "retry_after": self.retry_after,
+            "delivered": self.delivered,
         }
         return {k: v for k, v in pairs.items() if v is not None}
 

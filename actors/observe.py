@@ -42,6 +42,12 @@ EventHook = Callable[[dict[str, Any]], None]
 
 _hooks: list[EventHook] = []
 _configured = False
+_min_level = logging.INFO
+
+
+def enabled(level: int) -> bool:
+    """Whether an event at ``level`` would be emitted: check before building hot-path events."""
+    return level >= _min_level
 
 
 class EventName(enum.StrEnum):
@@ -176,7 +182,7 @@ def configure_logging(
     ``level`` is a name (``"debug"``) or a ``logging`` number. ``stream`` defaults to
     stdout. Safe to call again (tests do); the last call wins.
     """
-    global _configured
+    global _configured, _min_level
     numeric = level if isinstance(level, int) else logging.getLevelNamesMapping()[level.upper()]
     renderer: Processor
     if mode == "json":
@@ -200,3 +206,4 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     _configured = True
+    _min_level = numeric

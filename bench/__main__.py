@@ -1,12 +1,49 @@
-"""`python -m bench [NAME]`: run the benchmarks (none exist yet)."""
+"""`python -m bench [NAME ...]`: run benchmarks, print a table, write bench/out/latest.json.
+
+Every row is a ratio against a baseline measured in the same run, so numbers compare
+across machines. Rows: ``{name, value, unit, baseline, ratio, target}``.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
+
+from bench import actor_bench
+from bench.common import Row
+
+BENCHMARKS = {
+    "actor_call": actor_bench.actor_call,
+    "actor_spawn": actor_bench.actor_spawn,
+    "actor_shutdown": actor_bench.actor_shutdown,
+}
+
+OUT = Path(__file__).resolve().parent / "out" / "latest.json"
 
 
 def main(argv: list[str]) -> int:
-    print("make bench: no benchmarks exist yet; the actor runtime adds the first ones.")
+    names = argv or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+        return 2
+    rows: list[Row] = []
+    for name in names:
+        print(f"running {name} ...", flush=True)
+        rows.extend(BENCHMARKS[name]())
+    print()
+    print(f"{'name':<28} {'value':>14} {'unit':<12} {'baseline':>14} {'ratio':>7}  target")
+    for row in rows:
+        print(
+            f"{row.name:<28} {row.value:>14.2f} {row.unit:<12} {row.baseline:>14.2f} "
+            f"{row.ratio:>7.2f}  {row.target}"
+        )
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    existing = json.loads(OUT.read_text()) if OUT.exists() and argv else []
+    kept = [r for r in existing if r["name"] not in {row.name for row in rows}]
+    OUT.write_text(json.dumps(kept + [row.as_dict() for row in rows], indent=2) + "\n")
+    print(f"\nwrote {OUT.relative_to(Path.cwd()) if OUT.is_relative_to(Path.cwd()) else OUT}")
     return 0
 
 

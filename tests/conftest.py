@@ -6,7 +6,6 @@ import io
 from collections.abc import Iterator
 
 import pytest
-import trio.testing
 
 from actors.observe import configure_logging
 
@@ -24,9 +23,3 @@ def log_stream() -> Iterator[io.StringIO]:
 def _quiet_logging() -> None:
     """Tests log at debug into a throwaway buffer unless they ask for ``log_stream``."""
     configure_logging(mode="json", level="debug", stream=io.StringIO())
-
-
-@pytest.fixture
-def mock_clock() -> trio.testing.MockClock:
-    """Virtual time that jumps as soon as every task is blocked (pytest-trio uses it)."""
-    return trio.testing.MockClock(autojump_threshold=0)

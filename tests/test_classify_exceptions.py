@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import trio
+from trio.testing import MockClock
 
 from actors import ActorError, Code, InternalError, ProviderError, classify
 from actors.testing import capture_events
@@ -69,7 +70,7 @@ def test_an_actor_error_passes_through_unchanged() -> None:
     assert classify(original) is original
 
 
-async def test_cancelled_is_refused() -> None:
+async def test_cancelled_is_refused(autojump_clock: MockClock) -> None:
     with trio.CancelScope() as scope:
         scope.cancel(reason="test")
         try:

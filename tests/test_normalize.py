@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import trio
+from trio.testing import MockClock
 
 from actors import (
     ActorError,
@@ -110,7 +111,7 @@ def test_nested_groups_are_flattened_in_order() -> None:
     assert err.code is Code.INTERNAL
 
 
-async def test_group_containing_a_cancellation_is_cancelled() -> None:
+async def test_group_containing_a_cancellation_is_cancelled(autojump_clock: MockClock) -> None:
     auth = ActorError.from_code(Code.AUTH, "401")
     caught: BaseExceptionGroup[BaseException] | None = None
     with trio.CancelScope() as scope:
