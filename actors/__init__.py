@@ -4,6 +4,7 @@ Everything a user needs is re-exported here; submodules not listed may change.
 """
 
 from actors.actor import Actor, ActorRef, CellState
+from actors.cell import ActorCell, AfterCrash, Exit, ExitKind, Supervision
 from actors.deadletters import DeadLetter, DeadLetters
 from actors.errors import (
     CODE_TABLE,
@@ -35,8 +36,10 @@ from actors.usage import Usage
 __all__ = [
     "CODE_TABLE",
     "Actor",
+    "ActorCell",
     "ActorError",
     "ActorRef",
+    "AfterCrash",
     "CancelledError",
     "CellState",
     "Code",
@@ -44,6 +47,8 @@ __all__ = [
     "DeadLetter",
     "DeadLetters",
     "ErrorClass",
+    "Exit",
+    "ExitKind",
     "Failure",
     "InternalError",
     "LimitError",
@@ -52,6 +57,7 @@ __all__ = [
     "Runtime",
     "SecurityError",
     "StoreError",
+    "Supervision",
     "SupervisionError",
     "ToolError",
     "Usage",

@@ -24,37 +24,109 @@ from typing import Any
 
 import trio
 
-from actors.actor import (
-    DEFAULT_CLEANUP_BUDGET,
-    DEFAULT_SHUTDOWN_TIMEOUT,
-    Actor,
-    ActorCell,
-    ActorRef,
-)
+from actors.actor import DEFAULT_SHUTDOWN_TIMEOUT, Actor, ActorRef
+from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Supervision
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code
 from actors.mailbox import DEFAULT_CAPACITY, Envelope, Mailbox, Overflow
+from actors.observe import EventName, get_logger
 from actors.registry import Registry
 from actors.timer import DeadlineTimer
 
+_log = get_logger("actors.runtime")
+
+
+class MinimalRestarts:
+    """The runtime's own rule: restart a crashed instance at once, ``max_restarts`` times.
+
+    No intensity window, no backoff, no strategies: supervisor trees do that.
+    """
+
+    def __init__(self, max_restarts: int) -> None:
+        self.max_restarts = max_restarts
+
+    def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+        if cell.restarts < self.max_restarts and cell.accepting:
+            cell.restarts += 1
+            return AfterCrash.RESTART
+        return AfterCrash.STOP
+
+    def cancel_reason(self) -> str | None:
+        return None
+
+    async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
+        await stop_cell(cell, reason, timeout)
+
+
+async def stop_cell(cell: ActorCell, reason: str, timeout: float | None) -> None:
+    """Stop ``cell`` for good: refuse new messages, end the incarnation, wait until closed.
+
+    After ``timeout`` seconds the incarnation is cancelled with reason ``shutdown:<name>``.
+    """
+    cell.stop_accepting()
+    cell.request_exit(reason)
+    if timeout is None:
+        await cell.wait_stopped()
+        return
+    with trio.move_on_after(timeout):
+        await cell.wait_stopped()
+    if str(cell.state) != "stopped":
+        cell.kill(f"shutdown:{cell.name}")
+        await cell.wait_stopped()
+
 
 class Runtime:
-    """Owns actor slots. Create it with :func:`open_runtime`."""
+    """Owns actor slots, their registry, dead letters and the call timer.
+
+    Create it with :func:`open_runtime`.
+    """
 
     def __init__(self, nursery: trio.Nursery, *, name: str = "root") -> None:
         self.name = name
         self.registry = Registry()
         self.dead_letters = DeadLetters()
         self.timer = DeadlineTimer(_expire)
-        self._nursery = nursery
+        self.nursery = nursery
         self._cells: dict[ActorCell, None] = {}
         self._counter = itertools.count(1)
         self._all_stopped: trio.Event | None = None
         self.closing = False
 
     def __len__(self) -> int:
-        """Actor slots that have not finished."""
+        """Actor slots that have not been closed."""
         return len(self._cells)
+
+    def new_cell(
+        self,
+        factory: Callable[[], Actor],
+        *,
+        supervision: Supervision,
+        name: str | None = None,
+        path: str | None = None,
+        capacity: int = DEFAULT_CAPACITY,
+        overflow: Overflow = "backpressure",
+        cleanup_budget: float = DEFAULT_CLEANUP_BUDGET,
+    ) -> ActorCell:
+        """Create and register a slot; whoever runs its incarnations must ``close`` it."""
+        if self.closing:
+            raise ActorError.from_code(
+                Code.ACTOR_STOPPED, f"runtime {self.name} is closing", delivered=False
+            )
+        if name is None:
+            base = getattr(factory, "__name__", "actor")
+            name = f"{base}-{next(self._counter)}"
+        cell = ActorCell(
+            self,
+            factory,
+            name=name,
+            path=path or f"/{self.name}/{name}",
+            mailbox=Mailbox(capacity, overflow),
+            supervision=supervision,
+            cleanup_budget=cleanup_budget,
+        )
+        self.registry.register(name, cell.ref)
+        self._cells[cell] = None
+        return cell
 
     async def spawn(
         self,
@@ -66,34 +138,30 @@ class Runtime:
         max_restarts: int = 0,
         cleanup_budget: float = DEFAULT_CLEANUP_BUDGET,
     ) -> ActorRef:
-        """Start an actor built by ``factory`` (a class or any zero-argument callable).
+        """Start an unsupervised actor built by ``factory`` (a class or zero-arg callable).
 
         Returns once its ``on_start`` has returned. If ``on_start`` raises, this raises the
-        typed error and the slot is gone (its name is free again).
+        typed error and the slot is gone (its name is free again). A crashed instance is
+        restarted at once, up to ``max_restarts`` times over the slot's life.
         """
-        if self.closing:
-            raise ActorError.from_code(Code.ACTOR_STOPPED, f"runtime {self.name} is closing")
-        if name is None:
-            base = getattr(factory, "__name__", "actor")
-            name = f"{base}-{next(self._counter)}"
-        cell = ActorCell(
-            self,
+        cell = self.new_cell(
             factory,
+            supervision=MinimalRestarts(max_restarts),
             name=name,
-            path=f"/{self.name}/{name}",
-            mailbox=Mailbox(capacity, overflow),
-            max_restarts=max_restarts,
+            capacity=capacity,
+            overflow=overflow,
             cleanup_budget=cleanup_budget,
         )
-        self.registry.register(name, cell.ref)
-        self._cells[cell] = None
-        probe = factory if isinstance(factory, type) else None
-        if probe is not None and issubclass(probe, Actor) and not _overrides_class(probe):
-            # No on_start to wait for: the actor is started as soon as its task runs, and
-            # messages sent meanwhile wait in its mailbox.
-            self._nursery.start_soon(cell.run, name=cell.path)
+        if (
+            isinstance(factory, type)
+            and issubclass(factory, Actor)
+            and factory.on_start is Actor.on_start
+        ):
+            # No on_start to wait for: the actor counts as started as soon as its task
+            # runs, and messages sent meanwhile wait in its mailbox.
+            self.nursery.start_soon(_run_minimal, cell, name=cell.path)
             return cell.ref
-        ref: ActorRef = await self._nursery.start(cell.run, name=cell.path)
+        ref: ActorRef = await self.nursery.start(_run_minimal, cell, name=cell.path)
         return ref
 
     def whereis(self, name: str) -> ActorRef | None:
@@ -111,7 +179,7 @@ class Runtime:
         return await ref.call(message, **options)
 
     def cell_finished(self, cell: ActorCell) -> None:
-        """Called by a slot when its task ends."""
+        """Called by a slot when it is closed."""
         self._cells.pop(cell, None)
         self.registry.unregister(cell.name, cell.ref)
         if not self._cells and self._all_stopped is not None:
@@ -120,9 +188,9 @@ class Runtime:
     async def shutdown(self, *, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
         """Stop every actor gracefully; cancel those still running after ``timeout``."""
         self.closing = True
-        cells = list(self._cells)
-        for cell in cells:
-            cell.request_stop("shutdown")
+        for cell in list(self._cells):
+            cell.stop_accepting()
+            cell.request_exit("shutdown")
         if not self._cells:
             return
         self._all_stopped = trio.Event()
@@ -134,8 +202,32 @@ class Runtime:
             await self._all_stopped.wait()
 
 
-def _overrides_class(cls: type[Actor]) -> bool:
-    return cls.on_start is not Actor.on_start
+async def _run_minimal(
+    cell: ActorCell, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Incarnations of an unsupervised cell until one is not restarted; then close it."""
+    supervision = cell.supervision
+    reason = "normal"
+    try:
+        exit_ = await cell.run_incarnation(task_status=task_status)
+        reason = exit_.reason
+        while exit_.after is AfterCrash.RESTART:
+            if cell.restarts and cell.accepting:
+                _log_restarting(cell)
+            try:
+                exit_ = await cell.run_incarnation()
+                reason = exit_.reason
+            except ActorError as err:
+                # A start that raises during a restart counts as a failure (no endless loop).
+                reason = f"start_failed:{err.code}"
+                if supervision.decide(cell, err) is not AfterCrash.RESTART:
+                    break
+    finally:
+        cell.close(reason)
+
+
+def _log_restarting(cell: ActorCell) -> None:
+    _log.info(EventName.ACTOR_RESTARTING, actor=cell.path, restarts=cell.restarts)
 
 
 def _expire(envelope: Envelope) -> None:
