@@ -279,23 +279,26 @@ class ActorCell:
             return None
         cancel_reason = self.supervision.cancel_reason()
         if cancel_reason is not None:
-            return self._cancelled_exit(envelope, err, cancel_reason)
+            return self._cancelled_exit(envelope, exc, err, cancel_reason)
         if envelope.is_call:
             envelope.resolve(Error(err))
+        # The supervision reports the crash, with the error, in its decision event.
         after = self.supervision.decide(self, err)
         if after is AfterCrash.RESUME:
             return None
-        _log.warning(EventName.ACTOR_CRASHED, actor=self.path, error=err, restarts=self.restarts)
         if after is AfterCrash.RESTART:
             await self._cleanup(instance, "on_restart", err)
         else:
             await self._cleanup(instance, "on_stop", f"crashed:{err.code}")
         return Exit(ExitKind.CRASHED, f"crashed:{err.code}", error=err, after=after)
 
-    def _cancelled_exit(self, envelope: Envelope, err: ActorError, reason: str) -> Exit:
-        """Cancellation wins: report ``cancelled``, keep ``err`` as cause, run no policy."""
+    def _cancelled_exit(
+        self, envelope: Envelope, exc: BaseException, err: ActorError, reason: str
+    ) -> Exit:
+        """Cancellation wins: report ``cancelled`` with the original exception as its cause
+        (``err``, its classification, goes to the ``error.suppressed`` event); no policy."""
         cancelled = ActorError.from_code(
-            Code.CANCELLED, reason, cause=err, actor=self.path, delivered=True
+            Code.CANCELLED, reason, cause=exc, actor=self.path, delivered=True
         )
         if envelope.is_call:
             envelope.resolve(Error(cancelled))

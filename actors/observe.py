@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import logging
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
@@ -146,22 +146,10 @@ def expand_errors(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> 
     return event_dict
 
 
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, MutableMapping | dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v) for v in value]
-    return repr(value)
-
-
 def redact_processor(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-    """Redact secrets from every key and value of the event (see :mod:`actors.redact`)."""
-    redacted: dict[str, Any] = redact_value(_plain(dict(event_dict)))
+    """Redact secrets from every value of the event (see :mod:`actors.redact`); unknown
+    objects are rendered with ``repr`` first, so the event is plain JSON-able data."""
+    redacted: dict[str, Any] = redact_value(dict(event_dict))
     return redacted
 
 

@@ -52,11 +52,17 @@ _SHAPES = re.compile(
 _lock = threading.Lock()
 _secrets: frozenset[str] = frozenset()
 _secret_pattern: re.Pattern[str] | None = None
+# Strings shorter than this cannot hold a secret: the shortest shape ("Bearer x") is 8
+# characters; registering a shorter secret lowers it.
+_min_len = 8
+# Up to this many registered secrets, plain substring checks decide whether to run the
+# combined pattern; past it, the pattern runs on every string.
+_SUBSTRING_CHECK_LIMIT = 16
 
 
 def register_secret(value: str) -> None:
     """Hide ``value`` from every redacted string from now on."""
-    global _secrets, _secret_pattern
+    global _secrets, _secret_pattern, _min_len
     if len(value) < 4:
         raise ValueError("a secret shorter than 4 characters cannot be redacted safely")
     with _lock:
@@ -65,6 +71,7 @@ def register_secret(value: str) -> None:
         _secrets = _secrets | {value}
         ordered = sorted(_secrets, key=len, reverse=True)
         _secret_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        _min_len = min(_min_len, len(value))
 
 
 def _shape_sub(match: re.Match[str]) -> str:
@@ -77,28 +84,50 @@ def _shape_sub(match: re.Match[str]) -> str:
 
 def redact_text(text: str) -> str:
     """Return ``text`` with every secret replaced by ``[REDACTED]``."""
+    if len(text) < _min_len:
+        return text
     pattern = _secret_pattern
-    if pattern is not None:
+    if pattern is not None and (
+        len(_secrets) > _SUBSTRING_CHECK_LIMIT or any(secret in text for secret in _secrets)
+    ):
         text = pattern.sub(REDACTED, text)
-    return _SHAPES.sub(_shape_sub, text)
+    lowered = text.lower()
+    # Every shape contains one of these; most strings contain none, and this check is
+    # ten times cheaper than the regular expression.
+    if "sk-" in lowered or "bearer" in lowered or "key" in lowered or "authorization" in lowered:
+        return _SHAPES.sub(_shape_sub, text)
+    return text
+
+
+def _key_is_sensitive(key: object) -> bool:
+    return type(key) is str and key.lower() in SENSITIVE_KEYS
 
 
 def redact_value(value: Any) -> Any:
-    """Redact strings inside ``value`` recursively (dicts, lists, tuples, sets).
+    """Redact strings inside ``value`` recursively, returning plain JSON-able data.
 
-    Mapping entries under a sensitive key are replaced whole. Other objects are returned
-    unchanged: renderers call ``str``/``repr`` later, so callers that log arbitrary objects
-    must render them first (the logging pipeline does, see :mod:`actors.observe`).
+    Mappings become dicts (entries under a sensitive key replaced whole), lists, tuples
+    and sets become lists, numbers / booleans / ``None`` pass through, and any other object
+    is rendered with ``repr`` first — so a secret inside an object's repr is caught too.
+    Dispatches on the exact type first: this runs on every logged event.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return redact_text(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {k: REDACTED if _key_is_sensitive(k) else redact_value(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [redact_value(v) for v in value]
+    if isinstance(value, str):  # str subclasses: enums, markup
+        return redact_text(str(value))
+    if isinstance(value, int | float):
+        return value
     if isinstance(value, Mapping):
         return {
-            k: (REDACTED if isinstance(k, str) and k.lower() in SENSITIVE_KEYS else redact_value(v))
-            for k, v in value.items()
+            str(k): REDACTED if _key_is_sensitive(k) else redact_value(v) for k, v in value.items()
         }
-    if isinstance(value, list):
+    if isinstance(value, list | tuple | set | frozenset):
         return [redact_value(v) for v in value]
-    if isinstance(value, tuple | set | frozenset):
-        return tuple(redact_value(v) for v in value)
-    return value
+    return redact_text(repr(value))

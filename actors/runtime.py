@@ -46,6 +46,7 @@ class MinimalRestarts:
         self.max_restarts = max_restarts
 
     def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+        _log.warning(EventName.ACTOR_CRASHED, actor=cell.path, error=error, restarts=cell.restarts)
         if cell.restarts < self.max_restarts and cell.accepting:
             cell.restarts += 1
             return AfterCrash.RESTART

@@ -10,13 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-from bench import actor_bench
+from bench import actor_bench, supervisor_bench
 from bench.common import Row
 
 BENCHMARKS = {
     "actor_call": actor_bench.actor_call,
     "actor_spawn": actor_bench.actor_spawn,
     "actor_shutdown": actor_bench.actor_shutdown,
+    "supervisor_restart": supervisor_bench.supervisor_restart,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"
