@@ -26,6 +26,7 @@ renderer: the runtime's events carry provider answers and error details.
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -159,6 +160,28 @@ def _dispatch_hooks(_logger: WrappedLogger, _name: str, event_dict: EventDict) -
     return event_dict
 
 
+_timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+_merge_contextvars = structlog.contextvars.merge_contextvars
+_format_exc_info = structlog.processors.format_exc_info
+
+
+def _prepare(logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
+    """Steps 1-5 of the pipeline in one processor (one call per event, not six)."""
+    event_dict = _merge_contextvars(logger, name, event_dict)
+    event_dict["level"] = name
+    event_dict = _timestamper(logger, name, event_dict)
+    event_dict = expand_errors(logger, name, event_dict)
+    if "exc_info" in event_dict or "exception" in event_dict:
+        event_dict = _format_exc_info(logger, name, event_dict)
+    event_dict = redact_processor(logger, name, event_dict)
+    return _dispatch_hooks(logger, name, event_dict)
+
+
+def _render_json(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> str:
+    # Values are plain data after redaction: no fallback serializer is needed.
+    return json.dumps(event_dict)
+
+
 def configure_logging(
     *,
     mode: Literal["json", "console"] = "json",
@@ -172,21 +195,10 @@ def configure_logging(
     """
     global _configured, _min_level
     numeric = level if isinstance(level, int) else logging.getLevelNamesMapping()[level.upper()]
-    renderer: Processor
-    if mode == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=False)
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
-    processors: list[Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        expand_errors,
-        structlog.processors.format_exc_info,
-        redact_processor,
-        _dispatch_hooks,
-        renderer,
-    ]
+    renderer: Processor = (
+        _render_json if mode == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    processors: list[Processor] = [_prepare, renderer]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
