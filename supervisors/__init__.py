@@ -1,6 +1,8 @@
 """resilient-actors: supervision policy — who decides what happens after a failure."""
 
 from supervisors.backoff import Backoff
+from supervisors.breaker import Breaker, BreakerConfig
+from supervisors.budget import Budget, BudgetLimits, BudgetRequest, Dimension, Price
 from supervisors.policy import (
     DEFAULT_BY_CLASS,
     DEFAULT_BY_CODE,
@@ -9,18 +11,38 @@ from supervisors.policy import (
     decide,
     default_directive,
 )
+from supervisors.ratelimit import Permit, RateLimit, RateLimiter
+from supervisors.resilient import Resilience
+from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
+from supervisors.state import MemoryState, StateBackend
 from supervisors.supervisor import ChildInfo, ChildState, Supervisor, Tree, open_tree
 
 __all__ = [
     "DEFAULT_BY_CLASS",
     "DEFAULT_BY_CODE",
+    "DEFAULT_RETRY",
     "Backoff",
+    "Breaker",
+    "BreakerConfig",
+    "Budget",
+    "BudgetLimits",
+    "BudgetRequest",
     "ChildInfo",
     "ChildSpec",
     "ChildState",
+    "Dimension",
     "Directive",
+    "MemoryState",
+    "Permit",
     "Policy",
+    "Price",
+    "RateLimit",
+    "RateLimiter",
+    "Resilience",
+    "RetryPolicy",
+    "RetryRules",
+    "StateBackend",
     "Supervisor",
     "SupervisorSpec",
     "Tree",
@@ -28,4 +50,5 @@ __all__ = [
     "default_directive",
     "load_spec",
     "open_tree",
+    "retrying",
 ]

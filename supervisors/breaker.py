@@ -1,0 +1,316 @@
+"""Circuit breakers per provider (seed 004), one probe at a time, cancellation-neutral.
+
+::
+
+                retryable failures >= failure_threshold
+      CLOSED ──────────────────────────────────────────▶ OPEN ◀─────────────┐
+        ▲  ▲          auth / payment (permanent, no expiry)  │              │
+        │  └──────────────────────────────────────────────── │ ─ reset() ─┐ │
+        │                                                     │ probe time │ │ probe
+        │      success_threshold probes succeed               ▼            │ │ fails
+        └──────────────────────────────────────────────── HALF_OPEN ───────┘─┘
+
+* Keys: the provider; ``model_not_found`` opens the (provider, model) key instead, so a
+  model downgrade on the same provider still works. A call is admitted only when both its
+  provider key and its (provider, model) key admit it.
+* closed → open after ``failure_threshold`` consecutive *counting* failures (default 1,
+  as seed 004). Counting: retryable errors, plus ``auth`` and ``payment`` which open at
+  once and **permanently** (until :meth:`Breaker.reset`), plus ``model_not_found`` (per
+  model, permanent). Request errors (``bad_request``, ``content_filter``,
+  ``context_window_exceeded``) and other non-retryable errors never count against the
+  provider.
+* Cooldown by code: ``rate_limited`` = the error's ``retry_after``, else 60 s; ``timeout``
+  30 s; ``unavailable`` 60 s; others 60 s; configurable. A longer ``retry_after`` raises
+  any cooldown.
+* open → half-open at the probe time: seed 004's early probe, cooldown - 30 s, when the
+  cooldown is longer than 30 s — except when the cooldown came from a ``Retry-After``,
+  which is honoured exactly. In half-open **exactly one** probe is admitted at a time
+  (a lease of ``probe_lease`` seconds); everyone else fails fast with ``circuit_open``
+  and a ``retry_after`` of the time until a probe may be tried. ``success_threshold``
+  successful probes close it; a failed probe re-opens it with a fresh cooldown.
+* A cancelled call neither opens nor closes the breaker and frees the probe it held.
+* Every transition is an event ``breaker.transition`` (provider, model, from, to, code,
+  cooldown).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from types import MappingProxyType, TracebackType
+from typing import Final
+
+import attrs
+import trio
+
+from actors import ActorError, Code, normalize
+from actors.observe import get_logger
+from supervisors.state import MemoryState, StateBackend, Transition
+from supervisors.state.base import BreakerState
+
+_log = get_logger("supervisors.breaker")
+
+DEFAULT_COOLDOWNS: Final[Mapping[Code, float]] = MappingProxyType(
+    {Code.RATE_LIMITED: 60.0, Code.TIMEOUT: 30.0, Code.UNAVAILABLE: 60.0}
+)
+
+
+@attrs.frozen(kw_only=True)
+class BreakerConfig:
+    """Thresholds, cooldowns and which codes count (see the module docstring)."""
+
+    failure_threshold: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    success_threshold: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    cooldowns: Mapping[Code, float] = DEFAULT_COOLDOWNS
+    default_cooldown: float = 60.0
+    early_probe: float = 30.0
+    probe_lease: float = 30.0
+    permanent: frozenset[Code] = frozenset({Code.AUTH, Code.PAYMENT})
+    per_model: frozenset[Code] = frozenset({Code.MODEL_NOT_FOUND})
+    ignored: frozenset[Code] = frozenset(
+        {Code.BAD_REQUEST, Code.CONTENT_FILTER, Code.CONTEXT_WINDOW_EXCEEDED}
+    )
+
+    def cooldown(self, error: ActorError) -> tuple[float, float]:
+        """``(cooldown, probe_after)`` for a counting failure."""
+        retry_after = error.retry_after
+        if error.code is Code.RATE_LIMITED and retry_after is not None:
+            return retry_after, retry_after  # honoured exactly: no early probe
+        cooldown = self.cooldowns.get(error.code, self.default_cooldown)
+        if retry_after is not None and retry_after > cooldown:
+            return retry_after, retry_after
+        probe_after = cooldown - self.early_probe if cooldown > self.early_probe else cooldown
+        return cooldown, probe_after
+
+
+@functools.lru_cache(maxsize=4096)
+def model_key(provider: str, model: str) -> str:
+    """The breaker key of one (provider, model) pair."""
+    return f"{provider}\x1fmodel\x1f{model}"
+
+
+class Admission:
+    """One admitted call: which keys it holds and whether it holds a probe lease."""
+
+    __slots__ = ("clean", "model", "model_probe", "probe", "provider")
+
+    def __init__(
+        self,
+        provider: str,
+        model: str | None,
+        *,
+        probe: bool = False,
+        model_probe: bool = False,
+        clean: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.probe = probe
+        self.model_probe = model_probe
+        self.clean = clean  # closed with nothing counted: a success changes nothing
+
+
+class Breaker:
+    """Circuit breakers keyed by provider (and by model for ``model_not_found``).
+
+    Use :meth:`guard` around each provider call::
+
+        async with breaker.guard("alpha", model="gpt-x"):
+            response = await adapter.call(request)
+
+    or, in a loop of your own, :meth:`admit_fast` / :meth:`admit` then :meth:`record`.
+    """
+
+    def __init__(
+        self, config: BreakerConfig | None = None, *, state: StateBackend | None = None
+    ) -> None:
+        self.config = config or BreakerConfig()
+        self.state: StateBackend = state if state is not None else MemoryState()
+        # The in-process backend, whose state can be read without a call (hot path).
+        self.local = self.state if isinstance(self.state, MemoryState) else None
+
+    def guard(self, provider: str, model: str | None = None) -> Guard:
+        """An async context manager: admits the call or raises ``circuit_open``, then
+        records the outcome of the block."""
+        return Guard(self, provider, model)
+
+    def admit_fast(self, provider: str, model: str | None = None) -> Admission | None:
+        """A clean admission without touching state, when the in-process breakers for
+        the provider (and model) are closed with nothing counted; else ``None``."""
+        local = self.local
+        if local is None:
+            return None
+        if local.breakers and (
+            not local.breaker_clean(provider)
+            or (model is not None and not local.breaker_clean(model_key(provider, model)))
+        ):
+            return None
+        return Admission(provider, model, clean=True)
+
+    async def admit(self, provider: str, model: str | None = None) -> Admission:
+        """Admit a call or raise ``circuit_open`` (with the time to the next probe)."""
+        state = self.state
+        now = trio.current_time()
+        lease = self.config.probe_lease
+        snap = await state.breaker_admit(provider, now=now, lease_ttl=lease)
+        self._emit(snap.transition, provider, None)
+        if not snap.admitted:
+            raise _open_error(provider, model, snap.retry_after)
+        admission = Admission(provider, model, probe=snap.probe, clean=snap.clean)
+        if model is not None:
+            key = model_key(provider, model)
+            model_snap = await state.breaker_admit(key, now=now, lease_ttl=lease)
+            self._emit(model_snap.transition, provider, model)
+            if not model_snap.admitted:
+                await state.breaker_release(provider, probe=snap.probe)
+                raise _open_error(provider, model, model_snap.retry_after)
+            admission.model_probe = model_snap.probe
+            admission.clean = snap.clean and model_snap.clean
+        return admission
+
+    async def record(self, admission: Admission, exc: BaseException | None) -> None:
+        """Record how an admitted call ended: ``None`` for success, else what it raised.
+
+        Shielded: a verdict (or the release of a probe lease) is recorded even while the
+        caller is being cancelled. A cancellation records nothing but frees the lease.
+        """
+        if exc is None and admission.clean:
+            return
+        with trio.CancelScope(shield=True):
+            if exc is None:
+                await self._success(admission)
+            elif _is_cancellation(exc):
+                await self._release(admission)
+            else:
+                await self._failure(
+                    admission, normalize(exc) if isinstance(exc, Exception) else None
+                )
+
+    async def state_of(self, provider: str, model: str | None = None) -> BreakerState:
+        key = provider if model is None else model_key(provider, model)
+        return await self.state.breaker_state(key, now=trio.current_time())
+
+    async def reset(self, provider: str, model: str | None = None) -> None:
+        """Operator reset: close the breaker (ends a permanent open, too)."""
+        key = provider if model is None else model_key(provider, model)
+        self._emit(await self.state.breaker_reset(key), provider, model)
+
+    async def _success(self, admission: Admission) -> None:
+        now = trio.current_time()
+        threshold = self.config.success_threshold
+        transition = await self.state.breaker_success(
+            admission.provider, now=now, probe=admission.probe, success_threshold=threshold
+        )
+        self._emit(transition, admission.provider, None)
+        if admission.model is not None:
+            transition = await self.state.breaker_success(
+                model_key(admission.provider, admission.model),
+                now=now,
+                probe=admission.model_probe,
+                success_threshold=threshold,
+            )
+            self._emit(transition, admission.provider, admission.model)
+
+    async def _release(self, admission: Admission) -> None:
+        await self.state.breaker_release(admission.provider, probe=admission.probe)
+        if admission.model is not None:
+            key = model_key(admission.provider, admission.model)
+            await self.state.breaker_release(key, probe=admission.model_probe)
+
+    async def _failure(self, admission: Admission, error: ActorError | None) -> None:
+        config = self.config
+        if error is None or error.code is Code.CANCELLED or error.code in config.ignored:
+            await self._release(admission)
+            return
+        provider, model = admission.provider, admission.model
+        per_model = error.code in config.per_model and model is not None
+        permanent = error.code in config.permanent or per_model
+        if not (permanent or error.retryable):
+            await self._release(admission)  # not the provider's fault: no verdict
+            return
+        cooldown, probe_after = (math.inf, math.inf) if permanent else config.cooldown(error)
+        if per_model:
+            assert model is not None
+            await self.state.breaker_release(provider, probe=admission.probe)
+            key, probe, event_model = model_key(provider, model), admission.model_probe, model
+        else:
+            if model is not None:
+                key_m = model_key(provider, model)
+                await self.state.breaker_release(key_m, probe=admission.model_probe)
+            key, probe, event_model = provider, admission.probe, None
+        transition = await self.state.breaker_failure(
+            key,
+            now=trio.current_time(),
+            probe=probe,
+            code=str(error.code),
+            threshold=config.failure_threshold,
+            cooldown=cooldown,
+            probe_after=probe_after,
+            permanent=permanent,
+        )
+        self._emit(transition, provider, event_model)
+
+    def _emit(self, transition: Transition | None, provider: str, model: str | None) -> None:
+        if transition is None:
+            return
+        cooldown = transition.cooldown
+        _log.info(
+            "breaker.transition",
+            provider=provider,
+            model=model,
+            before=str(transition.before),
+            after=str(transition.after),
+            code=transition.code,
+            cooldown=None if cooldown is None or math.isinf(cooldown) else cooldown,
+            permanent=cooldown is not None and math.isinf(cooldown),
+        )
+
+
+def _open_error(provider: str, model: str | None, retry_after: float) -> ActorError:
+    return ActorError.from_code(
+        Code.CIRCUIT_OPEN,
+        f"circuit for {provider} is open",
+        provider=provider,
+        model=model,
+        retry_after=None if math.isinf(retry_after) else retry_after,
+        retryable=not math.isinf(retry_after),
+    )
+
+
+class Guard:
+    """One guarded call (see :meth:`Breaker.guard`)."""
+
+    __slots__ = ("_admission", "_breaker", "_model", "_provider")
+
+    def __init__(self, breaker: Breaker, provider: str, model: str | None) -> None:
+        self._breaker = breaker
+        self._provider = provider
+        self._model = model
+        self._admission: Admission | None = None
+
+    async def __aenter__(self) -> Guard:
+        breaker = self._breaker
+        admission = breaker.admit_fast(self._provider, self._model)
+        if admission is None:
+            admission = await breaker.admit(self._provider, self._model)
+        self._admission = admission
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        admission = self._admission
+        if admission is not None and not (exc is None and admission.clean):
+            await self._breaker.record(admission, exc)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    if isinstance(exc, trio.Cancelled | KeyboardInterrupt | SystemExit | GeneratorExit):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0] is not None
+    return False

@@ -1,0 +1,221 @@
+"""Run budgets: tokens, cost, turns and wall clock — never looped past, never silent.
+
+Usage of **every** attempt counts, failed and partial ones included (charge an error's
+``usage`` with :meth:`Budget.charge_error`), so retries and fallbacks never under-count.
+Cost comes from the usage when the provider reported it, else from the price table
+(per million input / output tokens, by ``(provider, model)`` then ``(provider, "*")``).
+
+What happens at a cap depends on ``on_exceed``:
+
+* ``fail`` (default): the charge or check raises ``budget_exceeded`` (tokens, cost),
+  ``turn_limit`` (turns) or ``run_timeout`` (wall clock) — fatal, never retried;
+* ``warn``: an event ``budget.warning`` with ``exceeded=True``, and the run goes on;
+* ``pause``: an event ``budget.paused``, then the async ``approve`` hook is awaited with
+  a :class:`BudgetRequest`; it returns raised :class:`BudgetLimits` to go on, or ``None``
+  to stop (the fail-path error is raised). Without a hook, ``pause`` fails.
+
+Whatever the mode, crossing ``warn_at`` (a fraction, default 0.8) of a cap emits one
+``budget.warning`` per dimension. A charge fails only *past* a cap (reaching it exactly
+is fine); :meth:`Budget.check` runs before each attempt and refuses once a cap is
+*reached*, since any further attempt would go past it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Literal
+
+import attrs
+import trio
+
+from actors import ActorError, Code, Usage
+from actors.observe import get_logger
+from supervisors.state import MemoryState, StateBackend
+
+_log = get_logger("supervisors.budget")
+
+OnExceed = Literal["fail", "warn", "pause"]
+
+
+class Dimension(enum.StrEnum):
+    TOKENS = "tokens"
+    COST = "cost"
+    TURNS = "turns"
+    SECONDS = "seconds"
+
+
+_FAIL_CODE = {
+    Dimension.TOKENS: Code.BUDGET_EXCEEDED,
+    Dimension.COST: Code.BUDGET_EXCEEDED,
+    Dimension.TURNS: Code.TURN_LIMIT,
+    Dimension.SECONDS: Code.RUN_TIMEOUT,
+}
+
+
+@attrs.frozen(kw_only=True)
+class Price:
+    """Dollars per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
+        ) / 1_000_000
+
+
+@attrs.frozen(kw_only=True)
+class BudgetLimits:
+    """Caps for one run (``None``: no cap) and what to do at them."""
+
+    tokens: int | None = None
+    cost: float | None = None
+    turns: int | None = None
+    seconds: float | None = None
+    warn_at: float = attrs.field(
+        default=0.8,
+        validator=attrs.validators.and_(attrs.validators.gt(0.0), attrs.validators.le(1.0)),
+    )
+    on_exceed: OnExceed = "fail"
+
+    def cap(self, dimension: Dimension) -> float | None:
+        value = getattr(self, str(dimension))
+        return None if value is None else float(value)
+
+
+@attrs.frozen
+class BudgetRequest:
+    """What a ``pause`` asks the approval hook about."""
+
+    run_id: str
+    dimension: Dimension
+    used: float
+    limits: BudgetLimits
+
+
+Approve = Callable[[BudgetRequest], Awaitable[BudgetLimits | None]]
+
+
+class Budget:
+    """The budget of one run. Create it when the run starts (the wall clock starts)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        limits: BudgetLimits,
+        *,
+        prices: Mapping[tuple[str, str], Price] | None = None,
+        approve: Approve | None = None,
+        state: StateBackend | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.limits = limits
+        self.prices = dict(prices or {})
+        self.approve = approve
+        self.state: StateBackend = state if state is not None else MemoryState()
+        self.started_at = trio.current_time()
+        self.tokens = 0
+        self.cost = 0.0
+        self.turns = 0
+        self._warned: set[Dimension] = set()
+
+    @property
+    def deadline(self) -> float:
+        """The trio time at which the wall-clock cap ends (inf without one)."""
+        seconds = self.limits.seconds
+        return float("inf") if seconds is None else self.started_at + seconds
+
+    def used(self, dimension: Dimension) -> float:
+        if dimension is Dimension.SECONDS:
+            return trio.current_time() - self.started_at
+        return float(getattr(self, str(dimension)))
+
+    def price(self, usage: Usage, provider: str | None, model: str | None) -> float:
+        """The cost of ``usage``: as reported, else from the price table, else 0."""
+        if usage.cost is not None:
+            return usage.cost
+        for key in ((provider or "", model or ""), (provider or "", "*")):
+            price = self.prices.get(key)
+            if price is not None:
+                return price.cost(usage)
+        return 0.0
+
+    async def charge(
+        self, usage: Usage, *, provider: str | None = None, model: str | None = None
+    ) -> None:
+        """Add one attempt's usage (successful, failed or partial), then apply the caps."""
+        cost = self.price(usage, provider, model)
+        self.tokens, self.cost, self.turns = await self.state.add_usage(
+            self.run_id, tokens=usage.total_tokens, cost=cost, turns=0
+        )
+        await self._enforce(Dimension.TOKENS, Dimension.COST)
+
+    async def charge_error(self, error: ActorError) -> None:
+        """Charge the usage a failed attempt carried, if any."""
+        if error.usage is not None:
+            await self.charge(error.usage, provider=error.provider, model=error.model)
+
+    async def turn(self) -> None:
+        """Count the start of one agent turn; past ``turns`` it is a ``turn_limit``."""
+        self.tokens, self.cost, self.turns = await self.state.add_usage(
+            self.run_id, tokens=0, cost=0.0, turns=1
+        )
+        await self._enforce(Dimension.TURNS)
+
+    async def check(self) -> None:
+        """Before an attempt: a run that has *reached* a cap (tokens, cost, wall clock)
+        starts no further attempt — any attempt would go past it."""
+        await self._enforce(Dimension.TOKENS, Dimension.COST, Dimension.SECONDS, reached=True)
+
+    async def _enforce(self, *dimensions: Dimension, reached: bool = False) -> None:
+        for dimension in dimensions:
+            while True:
+                cap = self.limits.cap(dimension)
+                if cap is None:
+                    break
+                used = self.used(dimension)
+                if used > cap or (reached and used >= cap):
+                    if await self._exceeded(dimension, used, cap):
+                        continue  # the cap was raised: check it again
+                    break
+                if used >= cap * self.limits.warn_at and dimension not in self._warned:
+                    self._warned.add(dimension)
+                    _log.warning(
+                        "budget.warning",
+                        run_id=self.run_id,
+                        dimension=str(dimension),
+                        used=used,
+                        limit=cap,
+                        exceeded=False,
+                    )
+                break
+
+    async def _exceeded(self, dimension: Dimension, used: float, cap: float) -> bool:
+        """Apply ``on_exceed``; ``True`` when approval raised the cap."""
+        mode = self.limits.on_exceed
+        if mode == "warn":
+            _log.warning(
+                "budget.warning",
+                run_id=self.run_id,
+                dimension=str(dimension),
+                used=used,
+                limit=cap,
+                exceeded=True,
+            )
+            return False
+        if mode == "pause" and self.approve is not None:
+            _log.warning(
+                "budget.paused", run_id=self.run_id, dimension=str(dimension), used=used, limit=cap
+            )
+            raised = await self.approve(BudgetRequest(self.run_id, dimension, used, self.limits))
+            if raised is not None:
+                self.limits = raised
+                self._warned.discard(dimension)
+                return True
+        raise ActorError.from_code(
+            _FAIL_CODE[dimension],
+            f"run {self.run_id}: {dimension} {used:g} over the cap of {cap:g}",
+            run_id=self.run_id,
+        )

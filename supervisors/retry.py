@@ -1,0 +1,202 @@
+"""Retry schedules (seed 003), bounded by a total deadline, honouring Retry-After exactly.
+
+An *attempt* here is a retry, as in seed 003's schedules: every attempt is preceded by
+one step of its schedule, and the first call is not an attempt. So the rate-limit default
+(6 attempts, 5 → 10 → 20 → 40 → 80 → 160 s) makes up to 7 calls, sleeping each step once,
+and after the sixth attempt fails the error is terminal — **no sleep after the last
+attempt**.
+
+Defaults (:data:`DEFAULT_RETRY`):
+
+| codes | attempts | schedule |
+|---|---|---|
+| ``rate_limited`` | 6 | exponential 5 → 160 s, ±20 % jitter |
+| ``timeout``, ``network``, ``unavailable``, | 3 | exponential 1 → 2 → 4 s, ±10 % jitter |
+| ``malformed_response`` | | |
+| ``persistence_unavailable`` | 3 | linear 2 → 4 → 6 s |
+
+Other codes are not retried. Rules of :func:`retrying`:
+
+* failures are classified with :func:`actors.errors.classify`; only an error whose code
+  has a policy *and* that is ``retryable`` (``x-should-retry: false`` makes a 503 final)
+  is retried;
+* an error's ``retry_after`` replaces the schedule's delay **exactly** (no jitter, no
+  cap); the ``retry.scheduled`` event says which (``source``: ``header`` or ``schedule``);
+* a delay that would end past the deadline is not slept: the error is raised at once,
+  ``retry_after`` kept, so a fallback can act; an attempt still running at the deadline is
+  cancelled and fails with ``timeout`` (not retryable), the last error as cause;
+* cancellation passes straight through and is never retried;
+* every retry is an event ``retry.scheduled`` (attempt, code, delay, source).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeVar
+
+import attrs
+import trio
+
+from actors import ActorError, Code, classify
+from actors.observe import get_logger
+from supervisors.backoff import Backoff
+
+T = TypeVar("T")
+_log = get_logger("supervisors.retry")
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """One schedule: up to ``max_attempts`` retries spaced by ``backoff``."""
+
+    max_attempts: int = attrs.field(validator=attrs.validators.ge(0))
+    backoff: Backoff
+    honour_retry_after: bool = True
+    deadline: float | None = None
+
+    def policy_for(self, error: ActorError) -> RetryPolicy | None:
+        """This policy, for any retryable error."""
+        return self if error.retryable else None
+
+
+def _frozen(mapping: Mapping[Code, RetryPolicy]) -> Mapping[Code, RetryPolicy]:
+    return MappingProxyType(dict(mapping))
+
+
+@attrs.frozen(kw_only=True)
+class RetryRules:
+    """Which policy applies to which code, and the total ``deadline`` (seconds)."""
+
+    by_code: Mapping[Code, RetryPolicy] = attrs.field(converter=_frozen)
+    deadline: float | None = None
+
+    def policy_for(self, error: ActorError) -> RetryPolicy | None:
+        """The policy for ``error``, or ``None`` when it is not to be retried."""
+        if not error.retryable:
+            return None
+        return self.by_code.get(error.code)
+
+    def with_deadline(self, deadline: float | None) -> RetryRules:
+        return attrs.evolve(self, deadline=deadline)
+
+
+RATE_LIMITED_POLICY: Final = RetryPolicy(
+    max_attempts=6, backoff=Backoff(initial=5, factor=2, max=160, jitter=0.2)
+)
+TRANSIENT_POLICY: Final = RetryPolicy(
+    max_attempts=3, backoff=Backoff(initial=1, factor=2, max=4, jitter=0.1)
+)
+STORE_POLICY: Final = RetryPolicy(
+    max_attempts=3, backoff=Backoff(kind="linear", initial=2, step=2, max=6)
+)
+
+DEFAULT_RETRY: Final = RetryRules(
+    by_code={
+        Code.RATE_LIMITED: RATE_LIMITED_POLICY,
+        Code.TIMEOUT: TRANSIENT_POLICY,
+        Code.NETWORK: TRANSIENT_POLICY,
+        Code.UNAVAILABLE: TRANSIENT_POLICY,
+        Code.MALFORMED_RESPONSE: TRANSIENT_POLICY,
+        Code.PERSISTENCE_UNAVAILABLE: STORE_POLICY,
+    }
+)
+
+Source = Literal["header", "schedule"]
+
+
+def next_delay(
+    policy: RetryPolicy, error: ActorError, retries_so_far: int
+) -> tuple[float, Source] | None:
+    """The delay before the next retry, or ``None`` when the policy is used up."""
+    if retries_so_far >= policy.max_attempts:
+        return None
+    if policy.honour_retry_after and error.retry_after is not None:
+        return error.retry_after, "header"
+    return policy.backoff.delay(retries_so_far), "schedule"
+
+
+async def retrying(
+    rules: RetryRules | RetryPolicy,
+    fn: Callable[..., Awaitable[T]],
+    *args: Any,
+    classify_with: Mapping[str, Any] | None = None,
+) -> T:
+    """Call ``fn(*args)`` and retry its failures under ``rules`` (see the module docs).
+
+    A bare :class:`RetryPolicy` applies to every retryable error (with its own
+    ``deadline``). ``classify_with``
+    passes context (``provider``, ``model``, …) to :func:`classify` for foreign errors.
+    """
+    policy_for = rules.policy_for
+    deadline_after = rules.deadline
+    deadline = math.inf if deadline_after is None else trio.current_time() + deadline_after
+    retries = 0
+    last: ActorError | None = None
+    while True:
+        try:
+            if deadline == math.inf:
+                return await fn(*args)
+            return await _attempt(fn, args, deadline, deadline_after, last)
+        except trio.Cancelled:
+            raise
+        except (Exception, BaseExceptionGroup) as exc:
+            error = classify(exc, **(classify_with or {}))
+            if error.code is Code.CANCELLED:
+                raise  # a group holding a cancellation: never retried
+        last = error
+        retries += 1
+        await trio.sleep(plan_retry(policy_for, error, retries, deadline))
+
+
+def plan_retry(
+    policy_for: Callable[[ActorError], RetryPolicy | None],
+    error: ActorError,
+    attempt: int,
+    deadline: float,
+) -> float:
+    """The delay before retry number ``attempt`` (from 1) after ``error``, announced as a
+    ``retry.scheduled`` event; raises ``error`` when it is not to be retried, when the
+    policy is used up, or when the delay would end past ``deadline`` (trio time)."""
+    policy = policy_for(error)
+    step = None if policy is None else next_delay(policy, error, attempt - 1)
+    if step is None:
+        raise error
+    delay, source = step
+    if trio.current_time() + delay > deadline:
+        raise error  # not slept: what is left of the deadline is too short
+    _log.info(
+        "retry.scheduled",
+        attempt=attempt,
+        code=str(error.code),
+        delay=delay,
+        source=source,
+        provider=error.provider,
+    )
+    return delay
+
+
+async def _attempt(
+    fn: Callable[..., Awaitable[T]],
+    args: tuple[Any, ...],
+    deadline: float,
+    deadline_after: float | None,
+    last: ActorError | None,
+) -> T:
+    """One call, cancelled at the deadline (then ``timeout``, not retryable)."""
+    with trio.CancelScope(deadline=deadline):
+        return await fn(*args)
+    raise _deadline_error(deadline_after, last)
+
+
+def _deadline_error(deadline: float | None, last: ActorError | None) -> ActorError:
+    err = ActorError.from_code(
+        Code.TIMEOUT,
+        f"retry deadline of {deadline} s reached during an attempt",
+        retryable=False,
+        cause=last,
+    )
+    if last is not None:
+        err.provider, err.model = last.provider, last.model
+    return err
