@@ -182,28 +182,24 @@ class Budget:
                     break
                 if used >= cap * self.limits.warn_at and dimension not in self._warned:
                     self._warned.add(dimension)
-                    _log.warning(
-                        "budget.warning",
-                        run_id=self.run_id,
-                        dimension=str(dimension),
-                        used=used,
-                        limit=cap,
-                        exceeded=False,
-                    )
+                    self._warn(dimension, used, cap, exceeded=False)
                 break
+
+    def _warn(self, dimension: Dimension, used: float, cap: float, *, exceeded: bool) -> None:
+        _log.warning(
+            "budget.warning",
+            run_id=self.run_id,
+            dimension=str(dimension),
+            used=used,
+            limit=cap,
+            exceeded=exceeded,
+        )
 
     async def _exceeded(self, dimension: Dimension, used: float, cap: float) -> bool:
         """Apply ``on_exceed``; ``True`` when approval raised the cap."""
         mode = self.limits.on_exceed
         if mode == "warn":
-            _log.warning(
-                "budget.warning",
-                run_id=self.run_id,
-                dimension=str(dimension),
-                used=used,
-                limit=cap,
-                exceeded=True,
-            )
+            self._warn(dimension, used, cap, exceeded=True)
             return False
         if mode == "pause" and self.approve is not None:
             _log.warning(

@@ -320,25 +320,18 @@ class Supervisor:
         """One incarnation of a worker; reports its exit (or its start failure)."""
         cell = child.cell
         assert cell is not None
-        started = False
-
-        def mark_started(_: object = None) -> None:
-            nonlocal started
-            started = True
-            child.running = True
-            starter.started()
-
+        status = _ChildStarted(child, starter)
         exit_: Exit | None = None
         try:
-            exit_ = await cell.run_incarnation(task_status=_Started(mark_started))
+            exit_ = await cell.run_incarnation(task_status=status)
         except ActorError as err:
-            if started:  # pragma: no cover - run_incarnation raises only before started
+            if status.done:  # pragma: no cover - run_incarnation raises only before started
                 raise
             starter.failed(err)
             return
         finally:
             child.running = False
-            if started:
+            if status.done:
                 if exit_ is None:
                     exit_ = Exit(ExitKind.CANCELLED, self.cancel_reason() or "cancelled")
                 self._report(child, exit_)
@@ -348,19 +341,12 @@ class Supervisor:
         sup = child.sup
         assert sup is not None
         exit_ = Exit(ExitKind.CANCELLED, "cancelled")
-        started = False
-
-        def mark_started(_: object = None) -> None:
-            nonlocal started
-            started = True
-            child.running = True
-            starter.started()
-
+        status = _ChildStarted(child, starter)
         try:
-            await sup.run(task_status=_Started(mark_started))
+            await sup.run(task_status=status)
             exit_ = Exit(ExitKind.NORMAL, "shutdown")
         except ActorError as err:
-            if not started:
+            if not status.done:
                 starter.failed(err)
                 return
             if err.code is Code.CANCELLED or self.cancel_reason() is not None:
@@ -369,7 +355,7 @@ class Supervisor:
                 exit_ = Exit(ExitKind.CRASHED, f"crashed:{err.code}", error=err)
         finally:
             child.running = False
-            if started:
+            if status.done:
                 self._report(child, exit_)
 
     def _report(self, child: Child, exit_: Exit) -> None:
@@ -746,6 +732,22 @@ class Supervisor:
                 actor=self.path,
             )
         return sup
+
+
+class _ChildStarted:
+    """The ``task_status`` of one incarnation: marks the child running, wakes the starter."""
+
+    __slots__ = ("_child", "_starter", "done")
+
+    def __init__(self, child: Child, starter: Starter) -> None:
+        self._child = child
+        self._starter = starter
+        self.done = False
+
+    def started(self, value: object = None) -> None:
+        self.done = True
+        self._child.running = True
+        self._starter.started()
 
 
 class _Started:
