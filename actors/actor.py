@@ -41,7 +41,8 @@ by a ``drop_oldest`` mailbox. If the *caller's* scope is cancelled the caller se
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import trio
 
@@ -55,14 +56,42 @@ DEFAULT_CALL_TIMEOUT: Final = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT: Final = 5.0
 
 
+class Deferred:
+    """What :meth:`Actor.defer` returns: the call is answered later, by ``fn``."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+
+
 class Actor:
     """Base class for actors. Override :meth:`handle` and any lifecycle hook you need.
 
     ``self.ref`` is set before :meth:`on_start` runs. Keep state in plain attributes: a
     restart builds a fresh instance with the factory given to ``spawn``.
+
+    ``max_deferred`` (default 0) lets the handler answer later with :meth:`defer`, up to
+    that many calls in flight at once.
     """
 
     ref: ActorRef
+    max_deferred: ClassVar[int] = 0
+
+    def defer(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Deferred:
+        """Return this from :meth:`handle` to answer the message later (OTP's ``noreply``
+        followed by ``gen_server:reply``): ``fn(*args)`` runs in the instance's own
+        nursery while the actor takes its next message, and its return value is the
+        reply (a returned ``Failure`` or a raised error fails only that caller; it does
+        not crash the actor). At most ``max_deferred`` run at once — more wait, which
+        backs the mailbox up. A caller with ``propagate_cancel=True`` that gives up
+        cancels ``fn``. A stop lets deferred work finish (within the shutdown timeout);
+        a crash cancels it and its callers learn ``outcome_unknown``.
+        """
+        if type(self).max_deferred < 1:
+            raise TypeError(f"{type(self).__name__}.defer() needs max_deferred >= 1")
+        return Deferred(fn, args)
 
     async def on_start(self) -> None:
         """Acquire resources. The actor counts as started only after this returns."""

@@ -29,7 +29,7 @@ import attrs
 import trio
 from outcome import Error, Value
 
-from actors.actor import Actor, ActorRef, CellState, overrides
+from actors.actor import Actor, ActorRef, CellState, Deferred, overrides
 from actors.errors import ActorError, Code, Failure, normalize
 from actors.mailbox import Envelope, Mailbox, State
 from actors.observe import EventName, enabled, get_logger
@@ -109,6 +109,10 @@ class ActorCell:
         self._exit_requested = False
         self._scope: trio.CancelScope | None = None
         self._stopped: trio.Event | None = None
+        # Deferred calls in flight (actors with max_deferred > 0), and where they run.
+        self._deferred: set[Envelope] = set()
+        self._deferred_nursery: trio.Nursery | None = None
+        self._deferred_slots: trio.Semaphore | None = None
 
     # --- errors handed to callers ------------------------------------------------------
 
@@ -182,7 +186,11 @@ class ActorCell:
             with trio.CancelScope() as self._scope:
                 instance = await self._start_instance()
                 task_status.started(self.ref)
-                exit_ = await self._serve(instance)
+                if instance.max_deferred:
+                    exit_ = await self._serve_with_deferred(instance)
+                else:
+                    exit_ = await self._serve(instance)
+                await self._after_exit(instance, exit_)
         finally:
             self._end_incarnation(exit_)
         if exit_ is None:
@@ -216,9 +224,7 @@ class ActorCell:
         served = 0
         while True:
             if self._exit_requested:
-                reason = self.stop_reason or "normal"
-                await self._cleanup(instance, "on_stop", reason)
-                return Exit(ExitKind.NORMAL, reason)
+                return Exit(ExitKind.NORMAL, self.stop_reason or "normal")
             envelope = mailbox.take()
             if envelope is None:
                 served = 0
@@ -243,13 +249,10 @@ class ActorCell:
                     continue
                 return exit_
             self.current = None
-            if isinstance(result, Failure):
-                self._failed_value(envelope, result)
-            elif envelope.is_call:
-                if not envelope.resolve(Value(result)) and enabled(_DEBUG):
-                    _log.debug(EventName.CALL_LATE_REPLY, actor=self.path)
+            if type(result) is Deferred:
+                await self._start_deferred(envelope, result)
             else:
-                envelope.state = State.DONE
+                self._answer(envelope, result)
             served += 1
             if served >= _YIELD_EVERY:
                 served = 0
@@ -286,10 +289,6 @@ class ActorCell:
         after = self.supervision.decide(self, err)
         if after is AfterCrash.RESUME:
             return None
-        if after is AfterCrash.RESTART:
-            await self._cleanup(instance, "on_restart", err)
-        else:
-            await self._cleanup(instance, "on_stop", f"crashed:{err.code}")
         return Exit(ExitKind.CRASHED, f"crashed:{err.code}", error=err, after=after)
 
     def _cancelled_exit(
@@ -304,6 +303,75 @@ class ActorCell:
             envelope.resolve(Error(cancelled))
         _log.info(EventName.SUPPRESSED, actor=self.path, reason=reason, suppressed=err)
         return Exit(ExitKind.CANCELLED, reason, error=cancelled)
+
+    def _answer(self, envelope: Envelope, result: Any) -> None:
+        """Resolve a handled message with what the handler (or deferred work) returned."""
+        if isinstance(result, Failure):
+            self._failed_value(envelope, result)
+        elif envelope.is_call:
+            if not envelope.resolve(Value(result)) and enabled(_DEBUG):
+                _log.debug(EventName.CALL_LATE_REPLY, actor=self.path)
+        else:
+            envelope.state = State.DONE
+
+    async def _after_exit(self, instance: Actor, exit_: Exit) -> None:
+        """The instance's cleanup hook, once nothing of it runs any more."""
+        if exit_.kind is ExitKind.NORMAL:
+            await self._cleanup(instance, "on_stop", exit_.reason)
+        elif exit_.kind is ExitKind.CRASHED and exit_.error is not None:
+            if exit_.after is AfterCrash.RESTART:
+                await self._cleanup(instance, "on_restart", exit_.error)
+            else:
+                await self._cleanup(instance, "on_stop", exit_.reason)
+
+    # --- deferred replies --------------------------------------------------------------
+
+    async def _serve_with_deferred(self, instance: Actor) -> Exit:
+        """Serve with a nursery for deferred work; a stop waits for it, a crash cancels it."""
+        self._deferred_slots = trio.Semaphore(instance.max_deferred)
+        async with trio.open_nursery() as nursery:
+            self._deferred_nursery = nursery
+            exit_ = await self._serve(instance)
+            if exit_.kind is not ExitKind.NORMAL:
+                nursery.cancel_scope.cancel(reason=f"{self.path} {exit_.reason}")
+        self._deferred_nursery = None
+        return exit_
+
+    async def _start_deferred(self, envelope: Envelope, deferred: Deferred) -> None:
+        slots, nursery = self._deferred_slots, self._deferred_nursery
+        assert slots is not None and nursery is not None
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            await slots.acquire()  # max_deferred in flight: the mailbox waits
+        self._deferred.add(envelope)
+        nursery.start_soon(self._run_deferred, envelope, deferred, slots)
+
+    async def _run_deferred(
+        self, envelope: Envelope, deferred: Deferred, slots: trio.Semaphore
+    ) -> None:
+        try:
+            with trio.CancelScope() as envelope.scope:
+                result = await deferred.fn(*deferred.args)
+                self._answer(envelope, result)
+        except (Exception, BaseExceptionGroup) as exc:
+            if isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None:
+                raise
+            err = normalize(exc)
+            if err.actor is None:
+                err.actor = self.path
+            reason = self.supervision.cancel_reason()
+            if reason is not None:
+                err = ActorError.from_code(
+                    Code.CANCELLED, reason, cause=exc, actor=self.path, delivered=True
+                )
+            envelope.resolve(Error(err))  # fails that caller only; the actor goes on
+        finally:
+            if envelope.state is not State.RUNNING:
+                # Answered or abandoned. One still RUNNING was cancelled with the
+                # incarnation: _end_incarnation answers it.
+                self._deferred.discard(envelope)
+            slots.release()
 
     def _failed_value(self, envelope: Envelope, failure: Failure) -> None:
         err = failure.to_error()
@@ -328,12 +396,18 @@ class ActorCell:
             _log.warning("actor.cleanup_timeout", actor=self.path, hook=hook)
 
     def _end_incarnation(self, exit_: Exit | None) -> None:
-        """However the incarnation ends, its in-flight caller gets an answer."""
+        """However the incarnation ends, its in-flight callers get an answer."""
         self._scope = None
         envelope = self.current
         self.current = None
-        if envelope is None or envelope.state is not State.RUNNING or not envelope.is_call:
-            return
+        unanswered = [e for e in self._deferred if e.state is State.RUNNING and e.is_call]
+        self._deferred.clear()
+        if envelope is not None and envelope.state is State.RUNNING and envelope.is_call:
+            unanswered.append(envelope)
+        for pending in unanswered:
+            self._answer_unknown(pending)
+
+    def _answer_unknown(self, envelope: Envelope) -> None:
         reason = self.supervision.cancel_reason()
         if reason is not None:
             err = ActorError.from_code(Code.CANCELLED, reason, actor=self.path, delivered=True)
