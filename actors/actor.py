@@ -89,7 +89,7 @@ class Actor:
         cancels ``fn``. A stop lets deferred work finish (within the shutdown timeout);
         a crash cancels it and its callers learn ``outcome_unknown``.
         """
-        if type(self).max_deferred < 1:
+        if self.max_deferred < 1:
             raise TypeError(f"{type(self).__name__}.defer() needs max_deferred >= 1")
         return Deferred(fn, args)
 

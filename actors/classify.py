@@ -56,6 +56,8 @@ _CONTEXT_MARKERS: Final = (
     "context window",
 )
 _CONTENT_MARKERS: Final = frozenset({"content_filter", "content_policy_violation"})
+# Providers that have no code for it say it in words (Anthropic, Azure OpenAI).
+_CONTENT_WORDS: Final = ("content filtering policy", "content management policy")
 _MAX_DETAIL: Final = 300
 _NOT_JSON: Final = object()
 
@@ -187,7 +189,7 @@ def _status_code(
         text = " ".join(filter(None, (err_type, err_code, err_message))).lower()
         if any(marker in text for marker in _CONTEXT_MARKERS):
             return Code.CONTEXT_WINDOW_EXCEEDED
-        if markers & _CONTENT_MARKERS:
+        if markers & _CONTENT_MARKERS or any(words in text for words in _CONTENT_WORDS):
             return Code.CONTENT_FILTER
         return Code.BAD_REQUEST
     fixed = _BY_STATUS.get(status)

@@ -55,6 +55,9 @@ def _user_message(self: ActorError) -> str:
 class ActorError(Exception):
     """A classified failure. Narrow on ``code``; read context from fields.
 
+    ``partial_text`` is what a failed stream had already delivered (model output: kept on
+    the error for the caller, never written to logs or events).
+
     ``delivered`` says what is safe to retry after an actor call failed: ``False`` — the
     request never started (safe to retry); ``True`` — it started and its outcome is
     unknown; ``None`` — not an actor-call failure.
@@ -82,6 +85,7 @@ class ActorError(Exception):
     usage: Usage | None = None
     http_status: int | None = None
     delivered: bool | None = None
+    partial_text: str | None = attrs.field(default=None, repr=False)
     errors: tuple[ActorError, ...] = ()
 
     #: Field names that may be passed as context to :func:`fail` and ``from_code``.
@@ -98,6 +102,7 @@ class ActorError(Exception):
             "usage",
             "http_status",
             "delivered",
+            "partial_text",
             "user_message",
             "error_class",
             "errors",

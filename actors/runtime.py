@@ -241,13 +241,22 @@ def _expire(envelope: Envelope) -> None:
 async def open_runtime(
     *, name: str = "root", shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
 ) -> AsyncIterator[Runtime]:
-    """Open a runtime; on exit, shut every actor down (shielded, bounded by the timeout)."""
+    """Open a runtime; on exit, shut every actor down (shielded, bounded by the timeout).
+
+    An exception raised in the block comes out as raised (not in an exception group).
+    """
+    body_error: Exception | None = None
     async with trio.open_nursery() as nursery:
         runtime = Runtime(nursery, name=name)
         nursery.start_soon(runtime.timer.run, name=f"/{name}:timer")
         try:
             yield runtime
+        except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+            body_error = exc
         finally:
             with trio.CancelScope(shield=True):
                 await runtime.shutdown(timeout=shutdown_timeout)
             nursery.cancel_scope.cancel(reason=f"runtime {name} closed")
+    if body_error is not None:
+        # Out here, not inside the nursery: the block's own error comes out as raised.
+        raise body_error

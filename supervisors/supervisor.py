@@ -774,6 +774,7 @@ async def open_tree(
     an :class:`ActorError`. Leaving the block shuts the tree down in reverse order.
     """
     tree: Tree | None = None
+    body_error: Exception | None = None
     async with _runtime_for(runtime, name) as rt:
         tree = Tree(Supervisor(spec, rt, path=f"/{name}"))
         async with trio.open_nursery() as nursery:
@@ -786,6 +787,8 @@ async def open_tree(
                     tree._body = body
                     try:
                         yield tree
+                    except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+                        body_error = exc
                     finally:
                         with trio.CancelScope(shield=True):
                             tree.root.request_shutdown(f"shutdown:/{name}")
@@ -793,6 +796,13 @@ async def open_tree(
     # Raised out here, not inside the nurseries, so the caller gets the ActorError itself.
     if tree is not None and tree.error is not None:
         raise tree.error
+    if body_error is not None and not (
+        isinstance(body_error, trio.Cancelled)
+        and tree is not None
+        and tree._body is not None
+        and tree._body.cancelled_caught
+    ):
+        raise body_error
 
 
 @asynccontextmanager

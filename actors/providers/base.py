@@ -1,0 +1,220 @@
+"""Provider-neutral types: requests, responses, stream events, capabilities, config.
+
+Node runners depend on :class:`LlmProvider` (a protocol) and these attrs values, never
+on a vendor's JSON. Adapters (:mod:`actors.providers.openai`,
+:mod:`actors.providers.anthropic`) translate both ways and classify every failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol
+
+import attrs
+import trio
+
+from actors.errors import ActorError, Code
+from actors.redact import register_secret
+from actors.usage import Usage
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """A tool the model may call; ``parameters`` is a JSON schema."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """A tool call the model made; ``arguments`` is JSON text as the model wrote it."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class LlmRequest:
+    model: str
+    messages: tuple[Message, ...] = attrs.field(converter=tuple)
+    tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=tuple)
+    tool_choice: str | None = None
+    max_tokens: int = 1024
+    temperature: float | None = None
+    response_format: Mapping[str, Any] | None = None
+    stream: bool = False
+    metadata: Mapping[str, str] = attrs.field(factory=dict)
+
+    def estimated_prompt_tokens(self) -> int:
+        """A rough count (4 characters a token) for limits and context checks."""
+        chars = sum(len(m.content) for m in self.messages)
+        chars += sum(len(t.name) + len(t.description) for t in self.tools)
+        return chars // 4 + 1
+
+
+@attrs.frozen(kw_only=True)
+class LlmResponse:
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage = attrs.field(factory=Usage)
+    provider: str = ""
+    model: str = ""
+    latency: float = 0.0
+
+
+StreamKind = Literal["text", "tool_call", "usage", "finish"]
+
+
+@attrs.frozen(kw_only=True)
+class StreamEvent:
+    """One piece of a streamed answer.
+
+    ``text``: a text delta. ``tool_call``: a fragment of tool call number ``index``
+    (``id``/``name`` on its first fragment, ``arguments`` appended). ``usage``: tokens
+    reported so far. ``finish``: the finish reason; the stream is complete.
+    """
+
+    kind: StreamKind
+    text: str = ""
+    index: int = 0
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    arguments: str = ""
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Capabilities:
+    tools: bool = True
+    streaming: bool = True
+    context_window: int = 128_000
+
+
+SecretSource = Callable[[], str]
+
+
+@attrs.frozen(kw_only=True)
+class ProviderConfig:
+    """One provider endpoint.
+
+    The API key comes from ``api_key`` (a string or a callable secret provider) or the
+    environment variable ``api_key_env``; it is registered with the redaction processor
+    when the adapter starts, and never logged.
+    """
+
+    name: str
+    base_url: str
+    api_key: str | SecretSource | None = attrs.field(default=None, repr=False)
+    api_key_env: str | None = None
+    models: Mapping[str, Capabilities] = attrs.field(factory=dict)
+    default_capabilities: Capabilities = attrs.field(factory=Capabilities)
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    max_response_bytes: int = 8 << 20
+    max_connections: int = 100
+    max_in_flight: int = 256
+
+    def capabilities(self, model: str) -> Capabilities:
+        return self.models.get(model, self.default_capabilities)
+
+    def resolve_api_key(self) -> str | None:
+        key: str | None
+        if callable(self.api_key):
+            key = self.api_key()
+        elif self.api_key is not None:
+            key = self.api_key
+        elif self.api_key_env is not None:
+            key = os.environ.get(self.api_key_env)
+        else:
+            key = None
+        if key:
+            register_secret(key)
+        return key
+
+    def check(self, request: LlmRequest) -> None:
+        """``capability_missing`` before any HTTP call, naming what is missing."""
+        caps = self.capabilities(request.model)
+        missing = []
+        if request.tools and not caps.tools:
+            missing.append("tools")
+        if request.stream and not caps.streaming:
+            missing.append("streaming")
+        if request.estimated_prompt_tokens() + request.max_tokens > caps.context_window:
+            missing.append(f"context window of {caps.context_window} tokens")
+        if missing:
+            raise ActorError.from_code(
+                Code.CAPABILITY_MISSING,
+                f"{self.name}/{request.model} lacks: {', '.join(missing)}",
+                provider=self.name,
+                model=request.model,
+            )
+
+
+# --- messages to a provider actor ---------------------------------------------------
+
+
+@attrs.frozen
+class Complete:
+    """Call message: one non-streaming completion, answered with an :class:`LlmResponse`."""
+
+    request: LlmRequest
+
+
+@attrs.frozen
+class Stream:
+    """Call message: stream the answer into ``sink`` (backpressure), then answer with the
+    assembled :class:`LlmResponse`."""
+
+    request: LlmRequest
+    sink: trio.MemorySendChannel[StreamEvent]
+
+
+class LlmProvider(Protocol):
+    """What a node runner needs from a model provider."""
+
+    name: str
+
+    async def complete(self, request: LlmRequest) -> LlmResponse: ...
+
+    def stream(self, request: LlmRequest) -> AbstractAsyncContextManager[StreamReader]: ...
+
+
+class StreamReader:
+    """The events of one streamed answer; iterate it with ``async for``.
+
+    When the stream fails, iteration raises the typed error (with the partial text and
+    usage on it). After a complete stream, :attr:`response` is the assembled answer.
+    """
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[StreamEvent]) -> None:
+        self._receive = receive
+        self.response: LlmResponse | None = None
+        self.error: ActorError | None = None
+
+    def __aiter__(self) -> StreamReader:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            if self.error is not None:
+                raise self.error from None
+            raise StopAsyncIteration from None

@@ -1,0 +1,69 @@
+"""The caller's side of a provider actor: :class:`ProviderClient` is an ``LlmProvider``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+from actors.actor import ActorRef
+from actors.errors import ActorError
+from actors.providers.base import (
+    Complete,
+    LlmRequest,
+    LlmResponse,
+    Stream,
+    StreamEvent,
+    StreamReader,
+)
+
+
+class ProviderClient:
+    """Calls a provider actor. Cancelling the caller cancels the HTTP request.
+
+    ``stream()`` hands events over a zero-capacity channel: the adapter sends the next
+    event only when the consumer takes it (backpressure). Leaving the block early — a
+    ``break``, an error, a cancel — cancels the request and closes the upstream
+    connection.
+    """
+
+    def __init__(self, ref: ActorRef, name: str, *, timeout: float | None = None) -> None:
+        self.ref = ref
+        self.name = name
+        self.timeout = timeout
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        reply: LlmResponse = await self.ref.call(
+            Complete(request), timeout=self.timeout, propagate_cancel=True
+        )
+        return reply
+
+    @asynccontextmanager
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamReader]:
+        send, receive = trio.open_memory_channel[StreamEvent](0)
+        reader = StreamReader(receive)
+
+        async def run() -> None:
+            try:
+                reader.response = await self.ref.call(
+                    Stream(request, send), timeout=self.timeout, propagate_cancel=True
+                )
+            except ActorError as err:
+                reader.error = err  # raised to the consumer when the events run out
+            finally:
+                send.close()
+
+        body_error: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            try:
+                yield reader
+            except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+                body_error = exc
+            finally:
+                receive.close()
+                nursery.cancel_scope.cancel(reason="stream consumer left")
+        if body_error is not None:
+            # Raised out here, not inside the nursery, so the caller gets it as raised.
+            raise body_error

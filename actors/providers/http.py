@@ -1,0 +1,297 @@
+"""The HTTP adapter actor shared by every dialect: one attempt per call, classify all.
+
+A :class:`HttpProvider` owns one ``httpx.AsyncClient`` (opened in ``on_start``, closed in
+``on_stop`` / ``on_restart``), answers :class:`~actors.providers.base.Complete` and
+:class:`~actors.providers.base.Stream` messages concurrently (deferred replies, up to
+``max_in_flight``), and never retries: the runner owns retry and fallback.
+
+Rules every dialect inherits:
+
+* a request needing a capability the model lacks fails with ``capability_missing``
+  before any HTTP call;
+* any httpx failure, any error status, any body that is not the dialect's shape is
+  classified by :func:`actors.errors.classify` — no vendor error escapes;
+* the response body is read up to ``max_response_bytes`` (more: ``malformed_response``);
+* a stream ends with its terminator or it is a failure: ``network`` (retryable), with the
+  usage and the text received so far on the error — never a silent truncation; an error
+  event mid-stream is classified like the HTTP error it stands for;
+* stream events go to the caller's channel with backpressure; if the consumer stops or is
+  cancelled, the upstream request is closed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import cattrs
+import httpx
+import trio
+
+from actors.actor import Actor
+from actors.errors import ActorError, Code, classify
+from actors.providers.base import (
+    Complete,
+    LlmRequest,
+    LlmResponse,
+    ProviderConfig,
+    Stream,
+    StreamEvent,
+    ToolCall,
+)
+from actors.providers.sse import SseEvent, SseParser
+from actors.usage import Usage
+
+_converter = cattrs.Converter(forbid_extra_keys=False)
+
+
+def structure(data: Any, cls: type[Any], *, provider: str, model: str | None) -> Any:
+    """cattrs-structure untrusted provider JSON; ``malformed_response`` naming the field."""
+    try:
+        return _converter.structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        problems = (
+            cattrs.transform_error(exc)
+            if isinstance(exc, cattrs.BaseValidationError)
+            else [str(exc)]
+        )
+        raise ActorError.from_code(
+            Code.MALFORMED_RESPONSE,
+            "provider answer does not match its schema: " + "; ".join(problems),
+            provider=provider,
+            model=model,
+        ) from exc
+
+
+@attrs.define
+class StreamState:
+    """What a stream delivered so far (for the assembled answer or the failure)."""
+
+    text: list[str] = attrs.Factory(list)
+    tool_calls: dict[int, dict[str, str]] = attrs.Factory(dict)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    done: bool = False
+
+
+class HttpProvider(Actor):
+    """Base adapter; dialects implement the five ``dialect_*`` / ``stream_*`` hooks."""
+
+    dialect: str = ""
+    path: str = ""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self.config = config
+        self.client: httpx.AsyncClient | None = None
+        self.max_deferred = config.max_in_flight  # type: ignore[misc]  # calls in flight
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        config = self.config
+        key = config.resolve_api_key()
+        self.client = httpx.AsyncClient(
+            base_url=config.base_url,
+            headers=self.auth_headers(key),
+            timeout=httpx.Timeout(
+                connect=config.connect_timeout,
+                read=config.read_timeout,
+                write=config.read_timeout,
+                pool=config.read_timeout,
+            ),
+            limits=httpx.Limits(
+                max_connections=config.max_connections,
+                max_keepalive_connections=config.max_connections,
+            ),
+        )
+
+    async def on_stop(self, reason: str) -> None:
+        await self._close()
+
+    async def on_restart(self, error: ActorError) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        if self.client is not None:
+            client, self.client = self.client, None
+            await client.aclose()
+
+    # --- dialect hooks ----------------------------------------------------------------
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def request_body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parse_response(self, data: Any, request: LlmRequest) -> LlmResponse:
+        raise NotImplementedError
+
+    def stream_events(self, event: SseEvent, state: StreamState) -> list[StreamEvent]:
+        """Translate one SSE event; set ``state.done`` on the terminator; raise a typed
+        error for an error event."""
+        raise NotImplementedError
+
+    def complete_at_eof(self, state: StreamState) -> bool:
+        """Whether a stream that closed cleanly before its terminator is still complete."""
+        return False
+
+    # --- messages ---------------------------------------------------------------------
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, Complete):
+            self.config.check(message.request)
+            return self.defer(self._complete, message.request)
+        if isinstance(message, Stream):
+            self.config.check(message.request)
+            return self.defer(self._stream, message.request, message.sink)
+        raise ActorError.from_code(
+            Code.BAD_REQUEST, f"{type(message).__name__} is not a provider message"
+        )
+
+    async def _complete(self, request: LlmRequest) -> LlmResponse:
+        started = trio.current_time()
+        body = self.request_body(request, stream=False)
+        try:
+            async with self._client().stream("POST", self.path, json=body) as response:
+                raw = await self._read(response, request)
+        except httpx.HTTPError as exc:
+            raise self._classify(exc, request) from exc
+        if response.status_code >= 300:
+            raise self._classify(_with_body(response, raw), request)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise self._classify(_with_body(response, raw), request) from None
+        answer = self.parse_response(data, request)
+        return attrs.evolve(answer, latency=trio.current_time() - started)
+
+    async def _stream(
+        self, request: LlmRequest, sink: trio.MemorySendChannel[StreamEvent]
+    ) -> LlmResponse:
+        started = trio.current_time()
+        state = StreamState()
+        body = self.request_body(request, stream=True)
+        try:
+            # The sink is the caller's to close (after it has recorded the outcome).
+            async with self._client().stream("POST", self.path, json=body) as response:
+                if response.status_code >= 300:
+                    raw = await self._read(response, request)
+                    raise self._classify(_with_body(response, raw), request)
+                await self._pump(response, request, state, sink)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ActorError.from_code(
+                Code.CANCELLED,
+                "the stream's consumer stopped reading",
+                provider=self.config.name,
+                model=request.model,
+                usage=state.usage,
+                partial_text="".join(state.text),
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise self._classify(exc, request, state) from exc
+        except ActorError as err:
+            if err.model is None:
+                err.model = request.model
+            raise _with_partial(err, state) from err.__cause__
+        return LlmResponse(
+            content="".join(state.text),
+            tool_calls=_tool_calls(state),
+            finish_reason=state.finish_reason,
+            usage=state.usage or Usage(),
+            provider=self.config.name,
+            model=request.model,
+            latency=trio.current_time() - started,
+        )
+
+    async def _pump(
+        self,
+        response: httpx.Response,
+        request: LlmRequest,
+        state: StreamState,
+        sink: trio.MemorySendChannel[StreamEvent],
+    ) -> None:
+        parser = SseParser(max_event_bytes=self.config.max_response_bytes)
+        # Read to the end of the body even after the terminator (it ends right after it):
+        # leaving httpx's byte iterator early leaks its inner async generators
+        # (encode/httpx#3686).
+        async for chunk in response.aiter_bytes():
+            for sse in parser.feed(chunk):
+                if state.done:
+                    continue  # anything after the terminator is ignored
+                for event in self.stream_events(sse, state):
+                    await sink.send(event)
+        parser.close()
+        if state.done or self.complete_at_eof(state):
+            return
+        raise ActorError.from_code(
+            Code.NETWORK,
+            "stream ended without its terminator",
+            provider=self.config.name,
+            model=request.model,
+        )
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self.client is None:
+            raise ActorError.from_code(Code.INTERNAL, f"{self.config.name}: client is closed")
+        return self.client
+
+    async def _read(self, response: httpx.Response, request: LlmRequest) -> bytes:
+        cap = self.config.max_response_bytes
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise ActorError.from_code(
+                    Code.MALFORMED_RESPONSE,
+                    f"response larger than {cap} bytes",
+                    provider=self.config.name,
+                    model=request.model,
+                    http_status=response.status_code,
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _classify(
+        self, obj: object, request: LlmRequest, state: StreamState | None = None
+    ) -> ActorError:
+        err = classify(obj, provider=self.config.name, dialect=self.dialect, model=request.model)
+        return _with_partial(err, state) if state is not None else err
+
+
+def _with_body(response: httpx.Response, raw: bytes) -> httpx.Response:
+    """A read copy of ``response`` for :func:`classify` (which wants the body)."""
+    return httpx.Response(
+        response.status_code, headers=response.headers, content=raw, request=response.request
+    )
+
+
+def _with_partial(err: ActorError, state: StreamState) -> ActorError:
+    """Keep what the stream delivered on the error: nothing is lost."""
+    if err.usage is None and state.usage is not None:
+        err.usage = state.usage
+    if err.partial_text is None and state.text:
+        err.partial_text = "".join(state.text)
+    return err
+
+
+def _tool_calls(state: StreamState) -> tuple[ToolCall, ...]:
+    return tuple(
+        ToolCall(
+            id=call.get("id", ""), name=call.get("name", ""), arguments=call.get("arguments", "")
+        )
+        for _, call in sorted(state.tool_calls.items())
+    )
+
+
+def error_response(status: int, body: Mapping[str, Any]) -> httpx.Response:
+    """An HTTP answer standing for an error event received mid-stream (to classify it)."""
+    return httpx.Response(status, json=dict(body))
+
+
+__all__ = ["HttpProvider", "StreamState", "error_response", "structure"]
