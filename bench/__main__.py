@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench import actor_bench, resilience_bench, supervisor_bench
+from bench import actor_bench, provider_bench, resilience_bench, supervisor_bench
 from bench.common import Row
 
 BENCHMARKS = {
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "actor_shutdown": actor_bench.actor_shutdown,
     "supervisor_restart": supervisor_bench.supervisor_restart,
     "resilience_overhead": resilience_bench.resilience_overhead,
+    "provider_overhead": provider_bench.provider_overhead,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"

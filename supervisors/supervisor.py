@@ -796,12 +796,7 @@ async def open_tree(
     # Raised out here, not inside the nurseries, so the caller gets the ActorError itself.
     if tree is not None and tree.error is not None:
         raise tree.error
-    if body_error is not None and not (
-        isinstance(body_error, trio.Cancelled)
-        and tree is not None
-        and tree._body is not None
-        and tree._body.cancelled_caught
-    ):
+    if body_error is not None:
         raise body_error
 
 

@@ -12,8 +12,8 @@ It speaks the OpenAI-compatible ``POST /v1/chat/completions`` and Anthropic's
 or as a command: ``python -m actors.testing.chaos --port 8099 --script faults.toml``.
 
 Faults (``Fault.kind``), consumed in order from a queue per route (``openai``,
-``anthropic``; ``*`` for any), ``times`` each; with no queued fault, ``probabilities``
-(seeded) may pick one:
+``anthropic``; ``*`` for any), ``times`` each — stream-only faults wait for the next
+streaming request; with no queued fault, ``probabilities`` (seeded) may pick one:
 
 | kind | what the client sees |
 |---|---|
@@ -69,6 +69,7 @@ FaultKind = Literal[
 ]
 Route = Literal["openai", "anthropic", "*"]
 
+STREAM_ONLY = frozenset({"cut_stream", "stream_error", "slow_stream"})
 ROUTES: Mapping[str, str] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 
 
@@ -97,12 +98,18 @@ class FaultScript:
         self._random.seed(self.seed)
         self.push(*self.faults)
 
-    def next(self, route: str) -> Fault | None:
-        """The next fault for ``route``: its own queue first, then ``*``, then chance."""
+    def next(self, route: str, *, stream: bool = False) -> Fault | None:
+        """The next fault for a request on ``route``: its own queue first, then ``*``,
+        then chance. Stream-only faults (``cut_stream``, ``stream_error``,
+        ``slow_stream``) wait in the queue for the next streaming request."""
         for key in (route, "*"):
             queue = self._queues.get(key)
-            if queue:
-                return queue.popleft()
+            if not queue:
+                continue
+            for fault in queue:
+                if stream or fault.kind not in STREAM_ONLY:
+                    queue.remove(fault)
+                    return fault
         for kind, probability in sorted(self.probabilities.items()):
             if self._random.random() < probability:
                 return Fault(kind=kind, status=503 if kind == "status" else 502)
@@ -191,7 +198,7 @@ class ChaosServer:
         if route is None or not isinstance(payload, dict):
             await _send(conn, stream, 404 if route is None else 400, b'{"error": "bad request"}')
             return False
-        fault = self.script.next(route)
+        fault = self.script.next(route, stream=bool(payload.get("stream")))
         record = RecordedRequest(
             route=route,
             path=path,
