@@ -147,7 +147,7 @@ class Supervisor:
         directive = self._decide(child, error)
         if directive is Directive.RESUME:
             return AfterCrash.RESUME
-        return AfterCrash.RESTART if directive is Directive.RESTART else AfterCrash.STOP
+        return _after(directive)
 
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
         await self.terminate_child(self._child_of(cell).id, reason=reason)
@@ -317,13 +317,32 @@ class Supervisor:
             )
 
     async def _actor_incarnation(self, child: Child, starter: Starter) -> None:
-        """One incarnation of a worker; reports its exit (or its start failure)."""
+        """Incarnations of a worker; reports the exit that needs the supervisor.
+
+        A crash decided ``restart`` with no backoff under ``one_for_one`` restarts in
+        place, in this task (the decision, its event and the intensity count were
+        settled by :meth:`decide`); anything else is reported to the supervisor loop.
+        """
         cell = child.cell
         assert cell is not None
         status = _ChildStarted(child, starter)
         exit_: Exit | None = None
         try:
             exit_ = await cell.run_incarnation(task_status=status)
+            while self._restart_in_place(child, exit_):
+                try:
+                    exit_ = await cell.run_incarnation()
+                except ActorError as err:
+                    # A start that raises during a restart counts as a failure.
+                    directive = self._decide(child, err)
+                    exit_ = Exit(
+                        ExitKind.CRASHED,
+                        f"start_failed:{err.code}",
+                        error=err,
+                        after=_after(directive),
+                    )
+                    continue
+                child.started_at = trio.current_time()
         except ActorError as err:
             if status.done:  # pragma: no cover - run_incarnation raises only before started
                 raise
@@ -357,6 +376,30 @@ class Supervisor:
             child.running = False
             if status.done:
                 self._report(child, exit_)
+
+    def _restart_in_place(self, child: Child, exit_: Exit) -> bool:
+        """Whether this crash restarts at once in the child's own task (see above)."""
+        if (
+            exit_.kind is not ExitKind.CRASHED
+            or child.pending is not Directive.RESTART
+            or child.delay > 0
+            or self.spec.strategy != "one_for_one"
+            or child.spec.restart == "temporary"
+            or child.stopping
+            or self._shutdown_requested
+            or self._failure is not None
+            or self.cancel_reason() is not None
+        ):
+            return False
+        child.pending = child.error = None
+        child.restarts += 1
+        assert child.cell is not None
+        child.cell.restarts = child.restarts
+        if enabled(logging.DEBUG):
+            _log.debug(
+                "child.started", supervisor=self.path, child=child.id, restarts=child.restarts
+            )
+        return True
 
     def _report(self, child: Child, exit_: Exit) -> None:
         """Queue an incarnation's exit, noting whether we had asked it to stop.
@@ -732,6 +775,10 @@ class Supervisor:
                 actor=self.path,
             )
         return sup
+
+
+def _after(directive: Directive) -> AfterCrash:
+    return AfterCrash.RESTART if directive is Directive.RESTART else AfterCrash.STOP
 
 
 class _ChildStarted:
