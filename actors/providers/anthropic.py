@@ -142,12 +142,7 @@ class AnthropicProvider(HttpProvider):
 
     def stream_events(self, event: SseEvent, state: StreamState) -> list[StreamEvent]:
         name = self.config.name
-        try:
-            data = json.loads(event.data)
-        except ValueError:
-            raise ActorError.from_code(
-                Code.MALFORMED_RESPONSE, "stream event is not JSON", provider=name
-            ) from None
+        data = self.event_json(event)
         if not isinstance(data, dict):
             raise ActorError.from_code(
                 Code.MALFORMED_RESPONSE, "stream event is not an object", provider=name

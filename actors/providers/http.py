@@ -134,6 +134,15 @@ class HttpProvider(Actor):
         error for an error event."""
         raise NotImplementedError
 
+    def event_json(self, event: SseEvent) -> Any:
+        """The JSON of one stream event, or ``malformed_response``."""
+        try:
+            return json.loads(event.data)
+        except ValueError:
+            raise ActorError.from_code(
+                Code.MALFORMED_RESPONSE, "stream event is not JSON", provider=self.config.name
+            ) from None
+
     def complete_at_eof(self, state: StreamState) -> bool:
         """Whether a stream that closed cleanly before its terminator is still complete."""
         return False

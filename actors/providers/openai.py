@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
@@ -160,12 +159,7 @@ class OpenAIProvider(HttpProvider):
             state.done = True
             return []
         name = self.config.name
-        try:
-            data = json.loads(event.data)
-        except ValueError:
-            raise ActorError.from_code(
-                Code.MALFORMED_RESPONSE, "stream chunk is not JSON", provider=name
-            ) from None
+        data = self.event_json(event)
         if isinstance(data, dict) and "error" in data:
             raise classify(error_response(500, data), provider=name, dialect="openai")
         chunk = structure(data, _Chunk, provider=name, model=None)
