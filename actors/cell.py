@@ -244,7 +244,7 @@ class ActorCell:
                 raise
             except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - classified below
                 self.current = None
-                exit_ = await self._handler_failed(instance, envelope, exc)
+                exit_ = self._handler_failed(envelope, exc)
                 if exit_ is None:
                     continue
                 return exit_
@@ -258,9 +258,7 @@ class ActorCell:
                 served = 0
                 await trio.lowlevel.checkpoint()
 
-    async def _handler_failed(
-        self, instance: Actor, envelope: Envelope, exc: BaseException
-    ) -> Exit | None:
+    def _handler_failed(self, envelope: Envelope, exc: BaseException) -> Exit | None:
         """Classify what the handler raised; ``None`` to go on serving, else the exit.
 
         Re-raises what must propagate: a group made only of cancellations, or one holding
