@@ -56,7 +56,6 @@ SCRIPT = FaultScript(
         Fault(kind="status", route="openai", status=503, times=4),  # a burst: alpha's breaker opens
         Fault(kind="hang", route="openai", seconds=3),  # a timeout (read timeout 0.8 s)
         Fault(kind="cut_stream", route="openai", after=3),
-        Fault(kind="status", route="anthropic", status=529),
         Fault(kind="cut_stream", route="anthropic", after=4, clean=False),
     ]
 )
