@@ -88,7 +88,7 @@ class Envelope:
 class Mailbox:
     """A bounded FIFO of :class:`Envelope`\\ s with one receiving task."""
 
-    __slots__ = ("_live", "_queue", "_receiver", "_waiting", "capacity", "closed", "overflow")
+    __slots__ = ("_live", "_queue", "_receiver", "_waiting", "capacity", "overflow")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, overflow: Overflow = "backpressure"):
         if capacity < 1:
@@ -97,7 +97,6 @@ class Mailbox:
             raise ValueError(f"unknown overflow policy {overflow!r}")
         self.capacity = capacity
         self.overflow: Overflow = overflow
-        self.closed = False
         self._queue: deque[Envelope] = deque()
         self._waiting: deque[Envelope] = deque()
         self._live = 0  # QUEUED envelopes in _queue
@@ -106,11 +105,6 @@ class Mailbox:
     def __len__(self) -> int:
         """Live queued envelopes (abandoned ones are not counted)."""
         return self._live
-
-    @property
-    def waiting(self) -> int:
-        """Envelopes (live or abandoned) waiting in the overflow line."""
-        return len(self._waiting)
 
     def full(self) -> bool:
         return self._live >= self.capacity
@@ -206,13 +200,12 @@ class Mailbox:
             trio.lowlevel.reschedule(receiver)
 
     def drain(self) -> list[Envelope]:
-        """Close the mailbox and return every live envelope, queued then waiting, in order.
+        """Empty the mailbox: every live envelope, queued then waiting, in order.
 
         The returned envelopes are marked ``ABANDONED``; the caller must resolve each
         (fail its call, dead-letter its cast, wake its parked sender). Unlike trio's
         ``MemoryReceiveChannel.close()``, nothing buffered is discarded.
         """
-        self.closed = True
         drained: list[Envelope] = []
         for line in (self._queue, self._waiting):
             while line:
@@ -222,7 +215,3 @@ class Mailbox:
                     drained.append(envelope)
         self._live = 0
         return drained
-
-    def reopen(self) -> None:
-        """Accept messages again (a stopped slot restarted by its supervisor)."""
-        self.closed = False

@@ -82,8 +82,3 @@ class DeadlineTimer:
             _, _, envelope = heapq.heappop(heap)
             if envelope.state in _PENDING and envelope.deadline <= now:
                 self._expire(envelope)
-
-    @property
-    def pending(self) -> int:
-        """Entries still watched (for tests and introspection; includes lazy ones)."""
-        return len(self._heap)

@@ -78,9 +78,6 @@ class RetryRules:
             return None
         return self.by_code.get(error.code)
 
-    def with_deadline(self, deadline: float | None) -> RetryRules:
-        return attrs.evolve(self, deadline=deadline)
-
 
 RATE_LIMITED_POLICY: Final = RetryPolicy(
     max_attempts=6, backoff=Backoff(initial=5, factor=2, max=160, jitter=0.2)

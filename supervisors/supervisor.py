@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import attrs
@@ -173,14 +173,12 @@ class Supervisor:
         if directive is None:
             directive = decide(error, child.spec.policy, self.spec.policy) or Directive.STOP
         delay = 0.0
-        in_window = self._count_in_window()
         if directive is Directive.RESTART:
             if not self._restart_allowed(child, error):
                 directive = Directive.ESCALATE
                 error = self._intensity_error()
             else:
                 delay = self._backoff(child, error)
-            in_window = self._count_in_window()
         if directive is not Directive.RESUME:
             child.pending, child.delay, child.error = directive, delay, error
         _log.info(
@@ -190,7 +188,7 @@ class Supervisor:
             code=str(error.code),
             error_class=str(error.error_class),
             directive=str(directive),
-            restarts=in_window,
+            restarts=len(self._window),
             delay=delay,
             at=trio.current_time(),
             message=error.message,
@@ -206,9 +204,6 @@ class Supervisor:
         while self._window and now - self._window[0].at > period:
             self._window.popleft()
         return len(self._window) <= self.spec.max_restarts
-
-    def _count_in_window(self) -> int:
-        return len(self._window)
 
     def _intensity_error(self) -> ActorError:
         failures = tuple(f.error for f in self._window)
@@ -797,16 +792,6 @@ class _ChildStarted:
         self._starter.started()
 
 
-class _Started:
-    """A ``task_status`` adapter that runs a callback when the actor has started."""
-
-    def __init__(self, callback: Callable[[object], None]) -> None:
-        self._callback = callback
-
-    def started(self, value: object = None) -> None:
-        self._callback(value)
-
-
 @asynccontextmanager
 async def open_tree(
     spec: SupervisorSpec,
@@ -866,10 +851,10 @@ class Tree:
         self._body: trio.CancelScope | None = None
 
     async def _run_root(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
     ) -> None:
         try:
-            await self.root.run(task_status=_Started(lambda _: task_status.started()))
+            await self.root.run(task_status=task_status)
         except ActorError as err:
             self.error = err
             if self._body is None:

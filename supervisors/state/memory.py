@@ -22,7 +22,6 @@ class _Breaker:
     state: BreakerState = BreakerState.CLOSED
     failures: int = 0
     successes: int = 0
-    opened_until: float = 0.0  # end of the cooldown (inf: permanent)
     probe_at: float = 0.0  # first moment a probe may be admitted
     lease_until: float = -math.inf  # the probe lease (half-open) expires then
     code: str | None = None
@@ -139,10 +138,9 @@ class MemoryState:
         breaker.lease_until = -math.inf
         breaker.code = code
         if permanent:
-            breaker.opened_until = breaker.probe_at = math.inf
+            breaker.probe_at = math.inf
             breaker.cooldown = math.inf
         else:
-            breaker.opened_until = now + cooldown
             breaker.probe_at = now + probe_after
             breaker.cooldown = cooldown
         return Transition(key, before, BreakerState.OPEN, code, breaker.cooldown)
