@@ -124,29 +124,26 @@ class RateLimiter:
         return handles
 
     async def acquire(self, key: str, *, tokens: int = 0, deadline: float | None = None) -> Permit:
-        """Reserve one request and ``tokens`` tokens for ``key``; see the module docstring."""
+        """Reserve one request and ``tokens`` tokens for ``key``; see the module docstring.
+
+        One atomic ``reserve`` on the state backend (a hot caller tries
+        :meth:`acquire_fast` first)."""
         specs = self._specs.get(key)
         if not specs:
             return Permit(key, tokens)
         amounts = {b: 1.0 if b.endswith(":requests") else float(tokens) for b in specs}
         now = trio.current_time()
-        # Fast path: granted with no wait. Only a shortfall needs the caller's deadline.
-        if self._local is not None:
-            reservation = self._local.reserve_now(amounts, specs, now=now, max_wait=0.0)
-        else:
-            reservation = await self.state.reserve(amounts, specs, now=now, max_wait=0.0)
+        limit = trio.current_effective_deadline() if deadline is None else deadline
+        max_wait = None if math.isinf(limit) else max(0.0, limit - now)
+        reservation = await self.state.reserve(amounts, specs, now=now, max_wait=max_wait)
         if not reservation.granted:
-            limit = trio.current_effective_deadline() if deadline is None else deadline
-            max_wait = None if math.isinf(limit) else max(0.0, limit - now)
-            reservation = await self.state.reserve(amounts, specs, now=now, max_wait=max_wait)
-            if not reservation.granted:
-                raise ActorError.from_code(
-                    Code.RATE_LIMITED,
-                    f"local rate limit for {key}: {reservation.wait:.3f} s to wait, "
-                    f"{max_wait:.3f} s left",
-                    provider=key,
-                    retry_after=reservation.wait,
-                )
+            raise ActorError.from_code(
+                Code.RATE_LIMITED,
+                f"local rate limit for {key}: {reservation.wait:.3f} s to wait, "
+                f"{max_wait:.3f} s left",
+                provider=key,
+                retry_after=reservation.wait,
+            )
         if reservation.wait > 0:
             try:
                 await trio.sleep(reservation.wait)
@@ -164,7 +161,4 @@ class RateLimiter:
         if bucket is None or not delta:
             return
         specs = self._specs[permit.key]
-        if self._local is not None:
-            self._local.refund_now({bucket: float(delta)}, specs, now=trio.current_time())
-        else:
-            await self.state.refund({bucket: float(delta)}, specs, now=trio.current_time())
+        await self.state.refund({bucket: float(delta)}, specs, now=trio.current_time())

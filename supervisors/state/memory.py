@@ -46,9 +46,9 @@ class MemoryState:
     """:class:`~supervisors.state.base.StateBackend` in process memory.
 
     The methods do not await anything: each is atomic because trio runs one task at a
-    time. They are ``async`` so every backend has one interface; the breaker reads
-    :meth:`breaker_clean` and the limiter calls the synchronous ``reserve_now`` /
-    ``refund_now`` twins directly, so the hot path creates no coroutine per call.
+    time. They are ``async`` so every backend has one interface. For the hot path the
+    breaker reads :meth:`breaker_clean` and the limiter holds :meth:`bucket` objects
+    directly, so an uncontended call creates no coroutine for them.
     """
 
     def __init__(self) -> None:
@@ -163,10 +163,7 @@ class MemoryState:
     # --- token buckets ---------------------------------------------------------------
 
     def bucket(self, key: str, spec: BucketSpec, now: float) -> Bucket:
-        """The bucket object itself, refilled to ``now`` (for in-process fast paths)."""
-        return self._bucket(key, spec, now)
-
-    def _bucket(self, key: str, spec: BucketSpec, now: float) -> Bucket:
+        """The bucket object itself, refilled to ``now`` (the limiter's fast path holds it)."""
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = Bucket(spec.capacity, now, spec.capacity, spec.rate)
@@ -174,7 +171,7 @@ class MemoryState:
             bucket.refill(now)
         return bucket
 
-    def reserve_now(
+    async def reserve(
         self,
         amounts: Mapping[str, float],
         specs: Mapping[str, BucketSpec],
@@ -185,7 +182,7 @@ class MemoryState:
         wait = 0.0
         taken = []
         for key, amount in amounts.items():
-            bucket = self._bucket(key, specs[key], now)
+            bucket = self.bucket(key, specs[key], now)
             taken.append((bucket, amount))
             short = amount - bucket.level
             if short > 0:
@@ -197,30 +194,13 @@ class MemoryState:
             bucket.level -= amount
         return GRANTED_NOW if wait == 0.0 else Reservation(True, wait)
 
-    def refund_now(
-        self, amounts: Mapping[str, float], specs: Mapping[str, BucketSpec], *, now: float
-    ) -> None:
-        for key, amount in amounts.items():
-            bucket = self._bucket(key, specs[key], now)
-            level = bucket.level + amount
-            bucket.level = level if level < bucket.capacity else bucket.capacity
-
-    # --- async faces of the limiter's synchronous twins ----------------------------------
-
-    async def reserve(
-        self,
-        amounts: Mapping[str, float],
-        specs: Mapping[str, BucketSpec],
-        *,
-        now: float,
-        max_wait: float | None,
-    ) -> Reservation:
-        return self.reserve_now(amounts, specs, now=now, max_wait=max_wait)
-
     async def refund(
         self, amounts: Mapping[str, float], specs: Mapping[str, BucketSpec], *, now: float
     ) -> None:
-        self.refund_now(amounts, specs, now=now)
+        for key, amount in amounts.items():
+            bucket = self.bucket(key, specs[key], now)
+            level = bucket.level + amount
+            bucket.level = level if level < bucket.capacity else bucket.capacity
 
     # --- budgets ---------------------------------------------------------------------
 
