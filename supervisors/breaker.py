@@ -129,6 +129,7 @@ class Breaker:
         self.state: StateBackend = state if state is not None else MemoryState()
         # The in-process backend, whose state can be read without a call (hot path).
         self.local = self.state if isinstance(self.state, MemoryState) else None
+        self._clean: dict[tuple[str, str | None], Admission] = {}
 
     def guard(self, provider: str, model: str | None = None) -> Guard:
         """An async context manager: admits the call or raises ``circuit_open``, then
@@ -146,7 +147,12 @@ class Breaker:
             or (model is not None and not local.breaker_clean(model_key(provider, model)))
         ):
             return None
-        return Admission(provider, model, clean=True)
+        # A clean admission is never mutated (record() ignores it on success), so one
+        # per (provider, model) serves every call.
+        admission = self._clean.get((provider, model))
+        if admission is None:
+            admission = self._clean[provider, model] = Admission(provider, model, clean=True)
+        return admission
 
     async def admit(self, provider: str, model: str | None = None) -> Admission:
         """Admit a call or raise ``circuit_open`` (with the time to the next probe)."""

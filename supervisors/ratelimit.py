@@ -53,11 +53,12 @@ class RateLimit:
 class Permit:
     """What one ``acquire`` took; hand it to :meth:`RateLimiter.settle`."""
 
-    __slots__ = ("estimate", "key")
+    __slots__ = ("bucket", "estimate", "key")
 
-    def __init__(self, key: str, estimate: int) -> None:
+    def __init__(self, key: str, estimate: int, bucket: Bucket | None = None) -> None:
         self.key = key
         self.estimate = estimate
+        self.bucket = bucket  # the in-process token bucket, when acquire_fast granted it
 
 
 class RateLimiter:
@@ -81,29 +82,37 @@ class RateLimiter:
         if handles is None:
             return None
         now = trio.current_time()
+        token_bucket = None
         for bucket, is_requests in handles:
             bucket.refill(now)
             if bucket.level < (1.0 if is_requests else tokens):
                 return None
         for bucket, is_requests in handles:
-            bucket.level -= 1.0 if is_requests else tokens
-        return Permit(key, tokens)
+            if is_requests:
+                bucket.level -= 1.0
+            else:
+                bucket.level -= tokens
+                token_bucket = bucket
+        return Permit(key, tokens, token_bucket)
 
     def settle_fast(self, permit: Permit, actual_tokens: int) -> bool:
         """:meth:`settle` without a coroutine for in-process buckets; ``False`` when the
         backend needs the async path."""
         delta = permit.estimate - actual_tokens
-        if not delta or permit.key not in self._token_bucket:
+        if not delta:
             return True
-        handles = self._handles(permit.key)
-        if handles is None:
-            return False
-        for bucket, is_requests in handles:
-            if not is_requests:
-                # No refill first: refill is linear, so adding now or later is the same
-                # except at the cap, where this is the conservative side.
-                level = bucket.level + delta
-                bucket.level = level if level < bucket.capacity else bucket.capacity
+        bucket = permit.bucket
+        if bucket is None:
+            if permit.key not in self._token_bucket:
+                return True  # no token limit on this key
+            handles = self._handles(permit.key)
+            if handles is None:
+                return False  # a shared backend: use settle()
+            bucket = next(b for b, is_requests in handles if not is_requests)
+        # No refill first: refill is linear, so adding now or later is the same except
+        # at the cap, where this is the conservative side.
+        level = bucket.level + delta
+        bucket.level = level if level < bucket.capacity else bucket.capacity
         return True
 
     def _handles(self, key: str) -> list[tuple[Bucket, bool]] | None:

@@ -24,18 +24,15 @@ breaker when nothing needs to wait or change), which ``make bench``'s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
-import trio
-
-from actors import ActorError, ActorRef, Code, Usage, classify
+from actors import ActorRef, Usage
 from actors.actor import DEFAULT_CALL_TIMEOUT
 from supervisors.breaker import Breaker
 from supervisors.budget import Budget
 from supervisors.ratelimit import RateLimiter
-from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, plan_retry
+from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
 
 UsageOf = Callable[[Any], Usage | None]
 
@@ -68,37 +65,19 @@ class Resilience:
         budget: Budget | None = None,
     ) -> Any:
         """Call ``ref`` with ``message`` under the limits, the breaker and the retry rules."""
-        rules = self.retry
-        deadline_after = rules.deadline
-        deadline = math.inf if deadline_after is None else trio.current_time() + deadline_after
-        attempt = 0
-        while True:
-            try:
-                if deadline == math.inf:
-                    return await self._attempt(
-                        ref, message, provider, model, tokens, timeout, budget
-                    )
-                with trio.CancelScope(deadline=deadline):
-                    return await self._attempt(
-                        ref, message, provider, model, tokens, timeout, budget
-                    )
-                raise ActorError.from_code(
-                    Code.TIMEOUT,
-                    f"retry deadline of {deadline_after} s reached during an attempt",
-                    retryable=False,
-                    provider=provider,
-                    model=model,
-                )
-            except trio.Cancelled:
-                raise
-            except (Exception, BaseExceptionGroup) as exc:
-                error = classify(exc, provider=provider, model=model)
-                if error.code is Code.CANCELLED:
-                    raise
-            if budget is not None:
-                await budget.charge_error(error)
-            attempt += 1
-            await trio.sleep(plan_retry(rules.policy_for, error, attempt, deadline))
+        return await retrying(
+            self.retry,
+            self._attempt,
+            ref,
+            message,
+            provider,
+            model,
+            tokens,
+            timeout,
+            budget,
+            classify_with={"provider": provider, "model": model},
+            on_failure=None if budget is None else budget.charge_error,
+        )
 
     async def _attempt(
         self,

@@ -119,14 +119,17 @@ async def retrying(
     fn: Callable[..., Awaitable[T]],
     *args: Any,
     classify_with: Mapping[str, Any] | None = None,
+    on_failure: Callable[[ActorError], Awaitable[None]] | None = None,
 ) -> T:
     """Call ``fn(*args)`` and retry its failures under ``rules`` (see the module docs).
 
     A bare :class:`RetryPolicy` applies to every retryable error (with its own
-    ``deadline``). ``classify_with``
-    passes context (``provider``, ``model``, …) to :func:`classify` for foreign errors.
+    ``deadline``). ``classify_with`` passes context (``provider``, ``model``, …) to
+    :func:`classify` for foreign errors and to the deadline's ``timeout``.
+    ``on_failure`` is awaited with every failed attempt's error, the last one included,
+    before the retry is planned (a budget charges the attempt's usage there); what it
+    raises ends the retries.
     """
-    policy_for = rules.policy_for
     deadline_after = rules.deadline
     deadline = math.inf if deadline_after is None else trio.current_time() + deadline_after
     retries = 0
@@ -135,16 +138,21 @@ async def retrying(
         try:
             if deadline == math.inf:
                 return await fn(*args)
-            return await _attempt(fn, args, deadline, deadline_after, last)
+            return await _attempt(fn, args, deadline, deadline_after, classify_with, last)
         except trio.Cancelled:
             raise
         except (Exception, BaseExceptionGroup) as exc:
-            error = classify(exc, **(classify_with or {}))
+            error = classify(exc, **(classify_with or _NO_CONTEXT))
             if error.code is Code.CANCELLED:
                 raise  # a group holding a cancellation: never retried
+        if on_failure is not None:
+            await on_failure(error)
         last = error
         retries += 1
-        await trio.sleep(plan_retry(policy_for, error, retries, deadline))
+        await trio.sleep(plan_retry(rules.policy_for, error, retries, deadline))
+
+
+_NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
 
 
 def plan_retry(
@@ -179,21 +187,17 @@ async def _attempt(
     args: tuple[Any, ...],
     deadline: float,
     deadline_after: float | None,
+    context: Mapping[str, Any] | None,
     last: ActorError | None,
 ) -> T:
-    """One call, cancelled at the deadline (then ``timeout``, not retryable)."""
+    """One call, cancelled at the deadline (then ``timeout``, not retryable, with the
+    last attempt's error as its cause)."""
     with trio.CancelScope(deadline=deadline):
         return await fn(*args)
-    raise _deadline_error(deadline_after, last)
-
-
-def _deadline_error(deadline: float | None, last: ActorError | None) -> ActorError:
-    err = ActorError.from_code(
+    raise ActorError.from_code(
         Code.TIMEOUT,
-        f"retry deadline of {deadline} s reached during an attempt",
+        f"retry deadline of {deadline_after} s reached during an attempt",
         retryable=False,
         cause=last,
+        **(context or _NO_CONTEXT),
     )
-    if last is not None:
-        err.provider, err.model = last.provider, last.model
-    return err
