@@ -29,6 +29,7 @@ from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Supervisi
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code
 from actors.mailbox import DEFAULT_CAPACITY, Envelope, Mailbox, Overflow
+from actors.nursery import open_nursery_unwrapped
 from actors.observe import EventName, get_logger
 from actors.registry import Registry
 from actors.timer import DeadlineTimer
@@ -245,18 +246,12 @@ async def open_runtime(
 
     An exception raised in the block comes out as raised (not in an exception group).
     """
-    body_error: Exception | None = None
-    async with trio.open_nursery() as nursery:
+    async with open_nursery_unwrapped() as nursery:
         runtime = Runtime(nursery, name=name)
         nursery.start_soon(runtime.timer.run, name=f"/{name}:timer")
         try:
             yield runtime
-        except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
-            body_error = exc
         finally:
             with trio.CancelScope(shield=True):
                 await runtime.shutdown(timeout=shutdown_timeout)
             nursery.cancel_scope.cancel(reason=f"runtime {name} closed")
-    if body_error is not None:
-        # Out here, not inside the nursery: the block's own error comes out as raised.
-        raise body_error

@@ -39,6 +39,7 @@ import trio
 
 from actors import ActorError, ActorRef, Code, open_runtime
 from actors.cell import ActorCell, AfterCrash, Exit, ExitKind
+from actors.nursery import open_nursery_unwrapped
 from actors.observe import enabled, get_logger
 from actors.runtime import Runtime
 from supervisors._start import Starter, start_soon_and_wait
@@ -803,13 +804,13 @@ async def open_tree(
 
     Returns once every child has started. If the root gives up (intensity, escalation,
     abort), the block is cancelled and the root's error is raised at its end — unwrapped,
-    an :class:`ActorError`. Leaving the block shuts the tree down in reverse order.
+    an :class:`ActorError`. An exception the block raises itself comes out as raised.
+    Leaving the block shuts the tree down in reverse order.
     """
     tree: Tree | None = None
-    body_error: Exception | None = None
     async with _runtime_for(runtime, name) as rt:
         tree = Tree(Supervisor(spec, rt, path=f"/{name}"))
-        async with trio.open_nursery() as nursery:
+        async with open_nursery_unwrapped() as nursery:
             try:
                 await nursery.start(tree._run_root)
             except ActorError as err:
@@ -819,8 +820,6 @@ async def open_tree(
                     tree._body = body
                     try:
                         yield tree
-                    except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
-                        body_error = exc
                     finally:
                         with trio.CancelScope(shield=True):
                             tree.root.request_shutdown(f"shutdown:/{name}")
@@ -828,8 +827,6 @@ async def open_tree(
     # Raised out here, not inside the nurseries, so the caller gets the ActorError itself.
     if tree is not None and tree.error is not None:
         raise tree.error
-    if body_error is not None:
-        raise body_error
 
 
 @asynccontextmanager

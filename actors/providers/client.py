@@ -9,6 +9,7 @@ import trio
 
 from actors.actor import ActorRef
 from actors.errors import ActorError
+from actors.nursery import open_nursery_unwrapped
 from actors.providers.base import (
     Complete,
     LlmRequest,
@@ -54,16 +55,10 @@ class ProviderClient:
             finally:
                 send.close()
 
-        body_error: Exception | None = None
-        async with trio.open_nursery() as nursery:
+        async with open_nursery_unwrapped() as nursery:
             nursery.start_soon(run)
             try:
                 yield reader
-            except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
-                body_error = exc
             finally:
                 receive.close()
                 nursery.cancel_scope.cancel(reason="stream consumer left")
-        if body_error is not None:
-            # Raised out here, not inside the nursery, so the caller gets it as raised.
-            raise body_error
