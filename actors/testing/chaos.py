@@ -51,6 +51,7 @@ import cattrs
 import h11
 import trio
 
+from actors.errors import ActorError, Code
 from actors.redact import SENSITIVE_KEYS
 
 FaultKind = Literal[
@@ -123,8 +124,21 @@ class FaultScript:
 
 
 def load_script(text: str) -> FaultScript:
-    """A :class:`FaultScript` from TOML (``seed``, ``[probabilities]``, ``[[faults]]``)."""
-    return cattrs.Converter(forbid_extra_keys=True).structure(tomllib.loads(text), FaultScript)
+    """A :class:`FaultScript` from TOML (``seed``, ``[probabilities]``, ``[[faults]]``).
+
+    Raises ``config_invalid`` naming every offending field (``$.faults[0].kind``).
+    """
+    try:
+        return cattrs.Converter(forbid_extra_keys=True).structure(tomllib.loads(text), FaultScript)
+    except (cattrs.BaseValidationError, tomllib.TOMLDecodeError) as exc:
+        problems = (
+            cattrs.transform_error(exc)
+            if isinstance(exc, cattrs.BaseValidationError)
+            else [str(exc)]
+        )
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, "invalid fault script: " + "; ".join(problems)
+        ) from exc
 
 
 @attrs.define
@@ -592,7 +606,10 @@ def main(argv: list[str] | None = None) -> None:
     script = FaultScript()
     if args.script:
         with open(args.script, encoding="utf-8") as handle:
-            script = load_script(handle.read())
+            try:
+                script = load_script(handle.read())
+            except ActorError as err:
+                parser.exit(2, f"{err.message}\n")
 
     async def run() -> None:
         server = ChaosServer(script)
