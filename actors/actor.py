@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -77,7 +77,9 @@ class Actor:
     """
 
     ref: ActorRef
-    max_deferred: ClassVar[int] = 0
+    #: Calls that may be answered later at once (see :meth:`defer`); a class default
+    #: that an instance may override (an adapter takes it from its config).
+    max_deferred: int = 0
 
     def defer(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Deferred:
         """Return this from :meth:`handle` to answer the message later (OTP's ``noreply``

@@ -16,7 +16,8 @@ from supervisors.resilient import Resilience
 from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
 from supervisors.state import MemoryState, StateBackend
-from supervisors.supervisor import ChildInfo, ChildState, Supervisor, Tree, open_tree
+from supervisors.supervisor import ChildInfo, ChildState, Supervisor
+from supervisors.tree import Tree, open_tree
 
 __all__ = [
     "DEFAULT_BY_CLASS",

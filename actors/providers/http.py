@@ -85,7 +85,7 @@ class HttpProvider(Actor):
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
         self.client: httpx.AsyncClient | None = None
-        self.max_deferred = config.max_in_flight  # type: ignore[misc]  # calls in flight
+        self.max_deferred = config.max_in_flight  # calls in flight at once
 
     # --- lifecycle ------------------------------------------------------------------
 
