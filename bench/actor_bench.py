@@ -21,7 +21,7 @@ import trio
 import trio.testing
 
 from actors import Actor, open_runtime
-from bench.common import Row, best_of
+from bench.common import Row, best_pair
 
 CALLS = 20_000
 SPAWN = 10_000
@@ -69,8 +69,7 @@ async def _actor_call_loop() -> float:
 
 
 def actor_call() -> list[Row]:
-    raw = best_of(5, lambda: _run(_raw_call_loop))
-    ours = best_of(5, lambda: _run(_actor_call_loop))
+    raw, ours = best_pair(5, lambda: _run(_raw_call_loop), lambda: _run(_actor_call_loop))
     raw_rate, our_rate = CALLS / raw, CALLS / ours
     return [
         Row("actor_call", our_rate, "calls/s", raw_rate, our_rate / raw_rate, ">= 0.8"),
@@ -134,8 +133,9 @@ def _memory_per_task(spawn: Callable[[int, OnAlive], Awaitable[float]]) -> float
 
 
 def actor_spawn() -> list[Row]:
-    raw_time = best_of(3, lambda: trio.run(_raw_spawn, SPAWN))
-    our_time = best_of(3, lambda: trio.run(_actor_spawn, SPAWN))
+    raw_time, our_time = best_pair(
+        3, lambda: trio.run(_raw_spawn, SPAWN), lambda: trio.run(_actor_spawn, SPAWN)
+    )
     raw_mem = _memory_per_task(_raw_spawn)
     our_mem = _memory_per_task(_actor_spawn)
     return [
@@ -185,8 +185,11 @@ def actor_shutdown() -> list[Row]:
     rows = []
     per_actor: dict[int, float] = {}
     for count in (1_000, 10_000):
-        raw = best_of(3, lambda n=count: trio.run(_raw_shutdown, n))
-        ours = best_of(3, lambda n=count: trio.run(_actor_shutdown, n))
+        raw, ours = best_pair(
+            3,
+            lambda n=count: trio.run(_raw_shutdown, n),
+            lambda n=count: trio.run(_actor_shutdown, n),
+        )
         per_actor[count] = ours / count
         rows.append(
             Row(f"actor_shutdown_{count}", ours * 1e3, "ms", raw * 1e3, ours / raw, "<= 1.5")

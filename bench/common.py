@@ -24,19 +24,24 @@ class Row:
         return attrs.asdict(self)
 
 
-def best_of(repeats: int, fn: Callable[[], float]) -> float:
-    """The smallest of ``repeats`` measurements (seconds).
+def best_pair(
+    repeats: int, baseline: Callable[[], float], ours: Callable[[], float]
+) -> tuple[float, float]:
+    """The smallest of ``repeats`` measurements (seconds) of each side, taken in turns.
 
-    The garbage collector is run before each repeat and paused during it, for ours and the
-    baseline alike: CPython's generational collections scan the whole heap, which makes any
+    The baseline and ours alternate round by round, so drift during the run (caches,
+    heap growth, other load) weighs on both sides alike instead of on one phase.
+    The garbage collector is run before each measurement and paused during it:
+    CPython's generational collections scan the whole heap, which makes any
     10,000-task measurement superlinear and noisy without saying anything about our code.
     """
-    results = []
+    best = [float("inf"), float("inf")]
     for _ in range(repeats):
-        gc.collect()
-        gc.disable()
-        try:
-            results.append(fn())
-        finally:
-            gc.enable()
-    return min(results)
+        for side, fn in enumerate((baseline, ours)):
+            gc.collect()
+            gc.disable()
+            try:
+                best[side] = min(best[side], fn())
+            finally:
+                gc.enable()
+    return best[0], best[1]

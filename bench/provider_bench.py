@@ -18,7 +18,7 @@ import trio
 from actors import open_runtime
 from actors.providers import LlmRequest, Message, OpenAIProvider, ProviderClient, ProviderConfig
 from actors.testing.chaos import chaos_server
-from bench.common import Row, best_of
+from bench.common import Row, best_pair
 
 REQUESTS = 2_000
 CONCURRENCY = 50
@@ -72,8 +72,7 @@ async def _ours() -> float:
 
 
 def provider_overhead() -> list[Row]:
-    raw = best_of(3, lambda: trio.run(_raw))
-    ours = best_of(3, lambda: trio.run(_ours))
+    raw, ours = best_pair(3, lambda: trio.run(_raw), lambda: trio.run(_ours))
     raw_rate, our_rate = REQUESTS / raw, REQUESTS / ours
     return [
         Row("provider_overhead", our_rate, "requests/s", raw_rate, our_rate / raw_rate, ">= 0.9")

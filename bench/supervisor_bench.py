@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 from actors import Actor, ActorError, Code, configure_logging
-from bench.common import Row, best_of
+from bench.common import Row, best_pair
 from supervisors import Backoff, ChildSpec, SupervisorSpec, open_tree
 
 RESTARTS = 3_000
@@ -72,8 +72,7 @@ async def _raw() -> float:
 def supervisor_restart() -> list[Row]:
     with open(os.devnull, "w") as sink:
         configure_logging(mode="json", level="info", stream=sink)
-        raw = best_of(5, lambda: trio.run(_raw))
-        ours = best_of(5, lambda: trio.run(_ours))
+        raw, ours = best_pair(5, lambda: trio.run(_raw), lambda: trio.run(_ours))
     raw_rate, our_rate = RESTARTS / raw, RESTARTS / ours
     return [
         Row(
