@@ -20,9 +20,11 @@ Lifecycle of one actor *slot* (:class:`ActorCell`)::
   slot's restart rule decides whether a fresh instance (constructed anew: state is plain
   attributes) carries on with the same mailbox and the same ref.
 * ``on_restart(error)`` runs on the crashed instance before it is replaced; ``on_stop(reason)``
-  runs on graceful stop, or after a crash that is not restarted. Both run shielded, within
-  ``cleanup_budget`` seconds; an error in them is logged (``actor.cleanup_failed``), never
-  raised into the runtime.
+  runs on every other way a started instance ends: graceful stop, a crash that is not
+  restarted, a kill (stop timeout, brutal shutdown), an abort, a cancelled scope around the
+  runtime or tree. Both run shielded, within ``cleanup_budget`` seconds; an error in them
+  is logged (``actor.cleanup_failed``), never raised into the runtime.
+* A constructor (the factory) that raises is a start failure, exactly like ``on_start``.
 * On stop the in-flight message (if any) finishes, then: every queued call fails with
   ``actor_stopped`` (``delivered=False``) and every queued cast becomes a dead letter. If
   the stop has to cancel the handler (shutdown timeout), its caller gets
@@ -30,8 +32,11 @@ Lifecycle of one actor *slot* (:class:`ActorCell`)::
 
 The slot itself (mailbox, incarnations, supervision hooks) is :mod:`actors.cell`.
 
-Call outcomes (all :class:`~actors.errors.ActorError`): the handler's own typed error as
-raised; ``call_timeout`` (``delivered`` tells whether it had started — a call that timed
+Call outcomes (all :class:`~actors.errors.ActorError`; ``docs/actors.md`` has the table of
+every exit path): the handler's own error with ``delivered=True`` (an error that described
+a nested call is wrapped); ``cancelled`` under an abort or a cancelled scope around the
+tree or runtime; ``input_validation`` for a bad ``timeout``, before anything is queued;
+``call_timeout`` (``delivered`` tells whether it had started — a call that timed
 out while queued is removed and never executed, a late reply is dropped without disturbing
 the actor); ``actor_stopped`` at once for a stopped actor; ``not_delivered`` when evicted
 by a ``drop_oldest`` mailbox. If the *caller's* scope is cancelled the caller sees
@@ -41,6 +46,7 @@ by a ``drop_oldest`` mailbox. If the *caller's* scope is cancelled the caller se
 from __future__ import annotations
 
 import enum
+import numbers
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -54,6 +60,35 @@ if TYPE_CHECKING:
 
 DEFAULT_CALL_TIMEOUT: Final = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT: Final = 5.0
+_INF: Final = float("inf")
+
+
+def seconds(timeout: object) -> float:
+    """``timeout`` as float seconds >= 0 (``inf`` allowed), or ``input_validation``.
+
+    Any real number is accepted (``int``, ``Fraction``, a ``float`` subclass); NaN, a
+    negative, a bool, anything else — or an int too large for a float — is refused.
+    """
+    if isinstance(timeout, bool):
+        raise bad_timeout(timeout)
+    if isinstance(timeout, numbers.Real):
+        try:
+            value = float(timeout)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise bad_timeout(timeout) from exc
+        if value >= 0:  # NaN compares false
+            return value
+    raise bad_timeout(timeout)
+
+
+def bad_timeout(timeout: object) -> ActorError:
+    """``input_validation`` for a timeout that is not ``None`` or a number >= 0."""
+    return ActorError.from_code(
+        Code.INPUT_VALIDATION,
+        f"timeout must be None or a number of seconds >= 0, got {type(timeout).__name__} "
+        f"{timeout!r:.40}",
+        delivered=False,
+    )
 
 
 class Deferred:
@@ -167,9 +202,17 @@ class ActorRef:
     ) -> Any:
         """Send ``message`` and wait for the reply (see the module docstring for outcomes).
 
-        ``timeout`` is in seconds (``None``: wait as long as the actor lives); it covers
-        waiting for mailbox room, queueing and handling.
+        ``timeout`` is in seconds (``None`` or ``math.inf``: wait as long as the actor
+        lives; ``0``: only a reply in the same instant); it covers waiting for mailbox room,
+        queueing and handling. A timeout that is not a number >= 0 (NaN, negative, a
+        string, a bool) fails with ``input_validation`` before anything is queued.
         """
+        deadline = _INF
+        if timeout is not None:
+            if type(timeout) is not float or not timeout >= 0:  # NaN compares false
+                timeout = seconds(timeout)
+            # Computed before anything is queued: nothing after the put may raise.
+            deadline = trio.current_time() + timeout
         cell = self._cell
         if not cell.accepting:
             raise cell.stopped_error()
@@ -177,8 +220,8 @@ class ActorRef:
         evicted = cell.mailbox.put(envelope)
         if evicted is not None:
             cell.evicted(evicted)
-        if timeout is not None:
-            cell.runtime.timer.add(envelope, trio.current_time() + timeout)
+        if deadline != _INF:
+            cell.runtime.timer.add(envelope, deadline)
 
         def abort(_: object) -> trio.lowlevel.Abort:
             cell.caller_gave_up(envelope)
@@ -251,6 +294,21 @@ class ActorRef:
 
         The in-flight message finishes; after ``timeout`` seconds the actor is cancelled
         (reason ``shutdown:<name>``). Under a supervisor this terminates the child (it is
-        not restarted, whatever its restart type).
+        not restarted, whatever its restart type), and the child's ``ChildSpec.shutdown``
+        sets the time allowed, not ``timeout``. Once begun, the stop completes even if the
+        caller is cancelled (the caller leaves at once). Called from the actor's own
+        handler or deferred work, it returns at once and the stop takes effect after the
+        current message. A timeout that is not a number >= 0 fails with
+        ``input_validation`` before anything is stopped.
         """
+        if timeout is not None:
+            timeout = seconds(timeout)
+        cell = self._cell
+        if cell.serving_here():
+            # From the actor's own handler (or deferred work): waiting here would wait for
+            # ourselves. The stop goes on in the background; it takes effect after this
+            # message.
+            cell.runtime.nursery.start_soon(cell.supervision.stop_child, cell, reason, timeout)
+            await trio.lowlevel.checkpoint()
+            return
         await self._cell.supervision.stop_child(self._cell, reason, timeout)

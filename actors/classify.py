@@ -38,14 +38,14 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 import httpx
-import structlog
 import trio
 
 from actors.codes import Code
 from actors.error_types import ActorError
+from actors.observe import get_logger
 from actors.usage import Usage
 
-_log = structlog.get_logger("actors.classify")
+_log = get_logger("actors.classify")
 
 DIALECTS: Final = frozenset({"openai", "anthropic"})
 

@@ -65,7 +65,10 @@ __all__ = [
     "SupervisionError",
     "ToolError",
     "ValidationError",
+    "cancel_in_effect",
+    "cancellation_reason",
     "classify",
+    "current_cancel_reason",
     "fail",
     "info",
     "new_correlation_id",
@@ -135,3 +138,49 @@ def _most_severe(members: list[ActorError]) -> ActorError:
         if not member.retryable:
             return member
     return members[0]
+
+
+async def current_cancel_reason(exc: BaseException) -> str | None:
+    """If ``exc`` is a cancellation and the current task is inside a cancelled scope,
+    the reason of *that* cancel; ``None`` when ``exc`` is not a cancellation.
+
+    A ``Cancelled`` carries the reason of the innermost cancelled scope it was raised
+    in — a ``move_on_after`` that expired in the same instant, say — not necessarily the
+    scope it is escaping to. Called where the exception arrives, this asks trio for the
+    cancel in effect here (a probe checkpoint; no schedule point when not cancelled) and
+    falls back to the exception's own reason.
+    """
+    reason = cancellation_reason(exc)
+    if reason is None:
+        return None
+    return await cancel_in_effect() or reason
+
+
+async def cancel_in_effect() -> str | None:
+    """The reason of the cancel in effect for the current task where this is called
+    (inside a cancelled scope), else ``None``. No schedule point when not cancelled; when
+    cancelled, a probe ``Cancelled`` is raised and caught here — the scope stays
+    cancelled, so the next checkpoint raises again."""
+    try:
+        await trio.lowlevel.checkpoint_if_cancelled()
+    except trio.Cancelled as probe:
+        return _cancel_reason(probe)
+    return None
+
+
+def cancellation_reason(exc: BaseException) -> str | None:
+    """The reason text of the trio cancellation ``exc`` stands for, else ``None``.
+
+    ``exc`` stands for a cancellation when it is ``trio.Cancelled`` or a group made only
+    of them; the reason is the one given to ``CancelScope.cancel(reason=...)``, else
+    ``"cancelled (<source>)"`` (``deadline``, ``explicit``, ``nursery``, …).
+    """
+    if isinstance(exc, trio.Cancelled):
+        return _cancel_reason(exc)
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(trio.Cancelled)
+        if rest is None and matched is not None:
+            for leaf in _leaves(matched):
+                if isinstance(leaf, trio.Cancelled):
+                    return _cancel_reason(leaf)
+    return None

@@ -28,6 +28,9 @@ from typing import Any, Final, Literal
 import trio
 from outcome import Error, Value
 
+from actors.codes import Code
+from actors.error_types import ActorError
+
 Overflow = Literal["backpressure", "drop_oldest"]
 DEFAULT_CAPACITY: Final = 1000
 
@@ -91,10 +94,17 @@ class Mailbox:
     __slots__ = ("_live", "_queue", "_receiver", "_waiting", "capacity", "overflow")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, overflow: Overflow = "backpressure"):
-        if capacity < 1:
-            raise ValueError("mailbox capacity must be at least 1")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID,
+                f"mailbox capacity must be an integer >= 1, got {capacity!r:.60}",
+            )
         if overflow not in ("backpressure", "drop_oldest"):
-            raise ValueError(f"unknown overflow policy {overflow!r}")
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID,
+                "mailbox overflow must be one of 'backpressure', 'drop_oldest', "
+                f"got {overflow!r:.60}",
+            )
         self.capacity = capacity
         self.overflow: Overflow = overflow
         self._queue: deque[Envelope] = deque()

@@ -11,10 +11,15 @@ are untouched.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
+
+from actors.observe import get_logger
+
+_log = get_logger("actors.nursery")
 
 
 @asynccontextmanager
@@ -30,3 +35,38 @@ async def open_nursery_unwrapped() -> AsyncIterator[trio.Nursery]:
             nursery.cancel_scope.cancel(reason=f"block raised {type(exc).__name__}")
     if body_error is not None:
         raise body_error
+
+
+async def run_to_completion(
+    nursery: trio.Nursery, fn: Callable[..., Awaitable[object]], *args: Any
+) -> None:
+    """Run ``fn(*args)`` as a task of ``nursery`` and wait until it has finished.
+
+    For work that, once begun, must complete even if the task that asked for it is
+    cancelled (a stop): the waiter leaves at once with ``trio.Cancelled``; the work goes
+    on in ``nursery``. An ``Exception`` it raises is re-raised to the waiter, or logged
+    (``task.failed``) if the waiter has left.
+    """
+    done = trio.Event()
+    failure: list[Exception] = []
+    waiting = True
+
+    async def run() -> None:
+        try:
+            await fn(*args)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiter, or logged
+            if waiting:
+                failure.append(exc)
+            else:
+                _log.error("task.failed", task=getattr(fn, "__name__", repr(fn)), error=exc)
+        finally:
+            done.set()
+
+    nursery.start_soon(run)
+    try:
+        await done.wait()
+    except BaseException:
+        waiting = False
+        raise
+    if failure:
+        raise failure[0]

@@ -19,17 +19,26 @@ Call :func:`configure_logging` once at daemon start. The pipeline, in order:
 Levels below the configured one are filtered by structlog's filtering logger: a disabled
 ``debug`` call does no formatting at all, which keeps the hot paths cheap.
 
-If you configure structlog yourself, include :func:`redact_processor` last before your
-renderer: the runtime's events carry provider answers and error details.
+**Redaction does not depend on this set-up.** The loggers :func:`get_logger` returns (the
+runtime's own, and yours if you take them from here) run :func:`library_processor` —
+context merge, error expansion, traceback rendering, :func:`redact_processor` — *before*
+whatever processors structlog is configured with, read at each event: your own
+``structlog.configure(...)``, structlog's defaults, or ``structlog.testing.capture_logs``.
+So a secret (shape-matched or registered with :func:`actors.register_secret`) in a message,
+a field, a nested value, an object's repr or a traceback never reaches your renderer. When
+the pipeline of :func:`configure_logging` is in place it already redacts, and the step is
+skipped (nothing is redacted twice). Events of loggers made with ``structlog.get_logger``
+directly are yours: add :func:`redact_processor` to your chain for them.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
@@ -65,11 +74,6 @@ class EventName(enum.StrEnum):
     ACTOR_STOPPED = "actor.stopped"
     CALL_LATE_REPLY = "actor.late_reply"
     SUPPRESSED = "error.suppressed"
-
-
-def get_logger(name: str) -> Any:
-    """The structlog logger for ``name`` (a thin alias, so imports stay in one place)."""
-    return structlog.get_logger(name)
 
 
 @contextmanager
@@ -175,6 +179,50 @@ def _prepare(logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDi
         event_dict = _format_exc_info(logger, name, event_dict)
     event_dict = redact_processor(logger, name, event_dict)
     return _dispatch_hooks(logger, name, event_dict)
+
+
+def library_processor(logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
+    """What the library's loggers do to an event before any configured processor sees it.
+
+    Merges the context bound with :func:`bind_context` (so a later ``merge_contextvars``
+    adds nothing unredacted), expands :class:`ActorError` values, renders ``exc_info`` to
+    text, then redacts everything (:func:`redact_processor`). ``exc_info`` is consumed: no
+    processor after this one can render the live exception (and its secrets) again.
+    """
+    event_dict = _merge_contextvars(logger, name, event_dict)
+    event_dict = expand_errors(logger, name, event_dict)
+    if "exc_info" in event_dict:
+        event_dict = _format_exc_info(logger, name, event_dict)
+        if name == "exception":
+            # structlog's set_exc_info would put the live exception back for this method.
+            event_dict["exc_info"] = False
+    return redact_processor(logger, name, event_dict)
+
+
+class _LibraryProcessors:
+    """The processor chain of :func:`get_logger`'s loggers, read from structlog's
+    configuration at each event: :func:`library_processor`, then the configured chain —
+    or the configured chain alone when it is :func:`configure_logging`'s (it redacts)."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Processor]:
+        configured: Iterable[Processor] = structlog.get_config()["processors"]
+        if _prepare in configured:
+            return iter(configured)
+        return itertools.chain((library_processor,), configured)
+
+    def __repr__(self) -> str:
+        return "<library_processor, then structlog's configured processors>"
+
+
+_LIBRARY_PROCESSORS = _LibraryProcessors()
+
+
+def get_logger(name: str) -> Any:
+    """The logger for ``name``: structlog's, configured as usual, whose events are redacted
+    whatever that configuration is (see the module docstring)."""
+    return structlog.wrap_logger(None, processors=_LIBRARY_PROCESSORS, logger_factory_args=(name,))
 
 
 def _render_json(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> str:

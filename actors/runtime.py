@@ -24,12 +24,12 @@ from typing import Any
 
 import trio
 
-from actors.actor import DEFAULT_SHUTDOWN_TIMEOUT, Actor, ActorRef
+from actors.actor import DEFAULT_SHUTDOWN_TIMEOUT, Actor, ActorRef, CellState
 from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Supervision
 from actors.deadletters import DeadLetters
-from actors.errors import ActorError, Code
+from actors.errors import ActorError, Code, cancel_in_effect
 from actors.mailbox import DEFAULT_CAPACITY, Envelope, Mailbox, Overflow
-from actors.nursery import open_nursery_unwrapped
+from actors.nursery import open_nursery_unwrapped, run_to_completion
 from actors.observe import EventName, get_logger
 from actors.registry import Registry
 from actors.timer import DeadlineTimer
@@ -43,10 +43,15 @@ class MinimalRestarts:
     No intensity window, no backoff, no strategies: supervisor trees do that.
     """
 
-    def __init__(self, max_restarts: int) -> None:
+    def __init__(self, runtime: Runtime, max_restarts: int) -> None:
+        self.runtime = runtime
         self.max_restarts = max_restarts
 
     def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+        if self.runtime.cancel_reason is not None:
+            return AfterCrash.STOP  # a cancel is under way: nothing restarts
+        if error.code is Code.CANCELLED:
+            return AfterCrash.RESUME  # a cancellation from elsewhere (a nested call)
         _log.warning(EventName.ACTOR_CRASHED, actor=cell.path, error=error, restarts=cell.restarts)
         if cell.restarts < self.max_restarts and cell.accepting:
             cell.restarts += 1
@@ -54,7 +59,10 @@ class MinimalRestarts:
         return AfterCrash.STOP
 
     def cancel_reason(self) -> str | None:
-        return None
+        return self.runtime.cancel_reason
+
+    def note_cancel(self, reason: str) -> None:
+        self.runtime.note_cancel(reason)
 
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
         await stop_cell(cell, reason, timeout)
@@ -64,15 +72,24 @@ async def stop_cell(cell: ActorCell, reason: str, timeout: float | None) -> None
     """Stop ``cell`` for good: refuse new messages, end the incarnation, wait until closed.
 
     After ``timeout`` seconds the incarnation is cancelled with reason ``shutdown:<name>``.
+    The stop runs in the runtime's nursery: once begun it completes even if the task
+    that asked for it is cancelled (that task leaves at once; the stop goes on).
     """
+    if cell.state is CellState.STOPPED:
+        await trio.lowlevel.checkpoint()
+        return
     cell.stop_accepting()
     cell.request_exit(reason)
+    await run_to_completion(cell.runtime.nursery, _stop_cell, cell, timeout)
+
+
+async def _stop_cell(cell: ActorCell, timeout: float | None) -> None:
     if timeout is None:
         await cell.wait_stopped()
         return
     with trio.move_on_after(timeout):
         await cell.wait_stopped()
-    if str(cell.state) != "stopped":
+    if cell.state is not CellState.STOPPED:
         cell.kill(f"shutdown:{cell.name}")
         await cell.wait_stopped()
 
@@ -93,6 +110,14 @@ class Runtime:
         self._counter = itertools.count(1)
         self._all_stopped: trio.Event | None = None
         self.closing = False
+        #: Set when a trio scope around the runtime was cancelled (see :meth:`note_cancel`).
+        self.cancel_reason: str | None = None
+
+    def note_cancel(self, reason: str) -> None:
+        """A scope around the runtime was cancelled: from now on every caller caught in
+        flight or in a queue gets ``cancelled`` with ``reason`` (the first one noted)."""
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
 
     def __len__(self) -> int:
         """Actor slots that have not been closed."""
@@ -148,7 +173,7 @@ class Runtime:
         """
         cell = self.new_cell(
             factory,
-            supervision=MinimalRestarts(max_restarts),
+            supervision=MinimalRestarts(self, max_restarts),
             name=name,
             capacity=capacity,
             overflow=overflow,
@@ -160,10 +185,16 @@ class Runtime:
             and factory.on_start is Actor.on_start
         ):
             # No on_start to wait for: the actor counts as started as soon as its task
-            # runs, and messages sent meanwhile wait in its mailbox.
-            self.nursery.start_soon(_run_minimal, cell, name=cell.path)
+            # runs, and messages sent meanwhile wait in its mailbox. The instance is
+            # built here, so a raising constructor fails this spawn and nothing else.
+            try:
+                cell.prebuilt = cell.build()
+            except BaseException:
+                cell.close("start_failed")
+                raise
+            self.nursery.start_soon(_run_minimal, cell, True, name=cell.path)
             return cell.ref
-        ref: ActorRef = await self.nursery.start(_run_minimal, cell, name=cell.path)
+        ref: ActorRef = await self.nursery.start(_run_minimal, cell, False, name=cell.path)
         return ref
 
     def whereis(self, name: str) -> ActorRef | None:
@@ -205,13 +236,26 @@ class Runtime:
 
 
 async def _run_minimal(
-    cell: ActorCell, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
+    cell: ActorCell,
+    spawned: bool,
+    *,
+    task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Incarnations of an unsupervised cell until one is not restarted; then close it."""
+    """Incarnations of an unsupervised cell until one is not restarted; then close it.
+
+    ``spawned``: the spawner did not wait for the start (no ``on_start``), so a start
+    that fails (a kill before it) ends only this cell, never the runtime's nursery.
+    """
     supervision = cell.supervision
     reason = "normal"
     try:
-        exit_ = await cell.run_incarnation(task_status=task_status)
+        try:
+            exit_ = await cell.run_incarnation(task_status=task_status)
+        except ActorError as err:
+            if not spawned:
+                raise  # to the spawner, through nursery.start
+            reason = f"start_failed:{err.code}"
+            return
         reason = exit_.reason
         while exit_.after is AfterCrash.RESTART:
             if cell.restarts and cell.accepting:
@@ -252,6 +296,11 @@ async def open_runtime(
         try:
             yield runtime
         finally:
+            # Leaving because a scope around the runtime was cancelled: noted before the
+            # shutdown answers anyone, so every caller gets ``cancelled`` with its reason.
+            reason = await cancel_in_effect()
+            if reason is not None:
+                runtime.note_cancel(reason)
             with trio.CancelScope(shield=True):
                 await runtime.shutdown(timeout=shutdown_timeout)
             nursery.cancel_scope.cancel(reason=f"runtime {name} closed")

@@ -74,6 +74,9 @@ class DeadlineTimer:
             with trio.CancelScope(deadline=heap[0][0]) as self._sleep:
                 await trio.sleep_forever()
             self._sleep = None
+            # One more scheduling point before expiring: a cancel of the runtime made in
+            # the same instant (by a task woken with this one) wins over the timeouts.
+            await trio.lowlevel.checkpoint()
             self._expire_due(trio.current_time())
 
     def _expire_due(self, now: float) -> None:

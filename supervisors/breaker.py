@@ -120,6 +120,9 @@ class Breaker:
             response = await adapter.call(request)
 
     or, in a loop of your own, :meth:`admit_fast` / :meth:`admit` then :meth:`record`.
+    ``admit`` and entering ``guard`` are checkpoints (trio's convention): a cancelled
+    caller gets ``trio.Cancelled`` rather than ``circuit_open``, and a refusal yields to
+    the scheduler, so a loop of refused calls cannot starve other tasks.
     """
 
     def __init__(
@@ -155,14 +158,33 @@ class Breaker:
         return admission
 
     async def admit(self, provider: str, model: str | None = None) -> Admission:
-        """Admit a call or raise ``circuit_open`` (with the time to the next probe)."""
+        """Admit a call or raise ``circuit_open`` (with the time to the next probe).
+
+        A checkpoint: a caller whose scope is cancelled gets ``trio.Cancelled``, never
+        ``circuit_open`` and never an admission; after the decision it yields to the
+        scheduler (shielded: an admission once granted is always returned, so a probe
+        lease cannot be lost to a cancel).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        decision = await self.admit_or_refuse(provider, model)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        if isinstance(decision, ActorError):
+            raise decision
+        return decision
+
+    async def admit_or_refuse(
+        self, provider: str, model: str | None = None
+    ) -> Admission | ActorError:
+        """:meth:`admit` as a value and without its checkpoint: the admission, or the
+        ``circuit_open`` error to raise. For a caller that checks cancellation and yields
+        itself (:class:`~supervisors.Resilience` does, once per call)."""
         state = self.state
         now = trio.current_time()
         lease = self.config.probe_lease
         snap = await state.breaker_admit(provider, now=now, lease_ttl=lease)
         self._emit(snap.transition, provider, None)
         if not snap.admitted:
-            raise _open_error(provider, model, snap.retry_after)
+            return _open_error(provider, model, snap.retry_after)
         admission = Admission(provider, model, probe=snap.probe, clean=snap.clean)
         if model is not None:
             key = model_key(provider, model)
@@ -170,7 +192,7 @@ class Breaker:
             self._emit(model_snap.transition, provider, model)
             if not model_snap.admitted:
                 await state.breaker_release(provider, probe=snap.probe)
-                raise _open_error(provider, model, model_snap.retry_after)
+                return _open_error(provider, model, model_snap.retry_after)
             admission.model_probe = model_snap.probe
             admission.clean = snap.clean and model_snap.clean
         return admission
@@ -296,11 +318,17 @@ class Guard:
         self._admission: Admission | None = None
 
     async def __aenter__(self) -> Guard:
+        # A checkpoint, like admit(): a cancelled caller gets trio.Cancelled, not
+        # circuit_open, and even a clean admission yields to the scheduler once.
+        await trio.lowlevel.checkpoint_if_cancelled()
         breaker = self._breaker
-        admission = breaker.admit_fast(self._provider, self._model)
-        if admission is None:
-            admission = await breaker.admit(self._provider, self._model)
-        self._admission = admission
+        decision: Admission | ActorError | None = breaker.admit_fast(self._provider, self._model)
+        if decision is None:
+            decision = await breaker.admit_or_refuse(self._provider, self._model)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        if isinstance(decision, ActorError):
+            raise decision
+        self._admission = decision
         return self
 
     async def __aexit__(

@@ -18,6 +18,11 @@ Whatever the mode, crossing ``warn_at`` (a fraction, default 0.8) of a cap emits
 ``budget.warning`` per dimension. A charge fails only *past* a cap (reaching it exactly
 is fine); :meth:`Budget.check` runs before each attempt and refuses once a cap is
 *reached*, since any further attempt would go past it.
+
+``check``, ``charge``, ``charge_error`` and ``turn`` are checkpoints, as trio's own
+functions are: a caller whose scope is cancelled gets ``trio.Cancelled``, never a cap's
+error (a charge still counts the usage first: it was spent), and each yields to the
+scheduler once, so a loop of refused attempts lets other tasks run.
 """
 
 from __future__ import annotations
@@ -145,31 +150,77 @@ class Budget:
     async def charge(
         self, usage: Usage, *, provider: str | None = None, model: str | None = None
     ) -> None:
-        """Add one attempt's usage (successful, failed or partial), then apply the caps."""
-        cost = self.price(usage, provider, model)
-        self.tokens, self.cost, self.turns = await self.state.add_usage(
-            self.run_id, tokens=usage.total_tokens, cost=cost, turns=0
-        )
-        await self._enforce(Dimension.TOKENS, Dimension.COST)
+        """Add one attempt's usage (successful, failed or partial), then apply the caps.
+
+        The usage is counted first, even for a caller whose scope is cancelled (it was
+        spent); then this is a checkpoint: a cancelled caller gets ``trio.Cancelled``
+        rather than a cap's error, and a charge yields to the scheduler once.
+        """
+        await self._add(usage, provider, model, 0)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await self._refuse(await self._enforce(Dimension.TOKENS, Dimension.COST))
+
+    async def charge_or_refuse(
+        self, usage: Usage, *, provider: str | None = None, model: str | None = None
+    ) -> ActorError | None:
+        """:meth:`charge` without its checkpoint, the cap's error returned, not raised.
+        For a caller that checks cancellation and yields itself (``Resilience.call``)."""
+        await self._add(usage, provider, model, 0)
+        return await self._enforce(Dimension.TOKENS, Dimension.COST)
 
     async def charge_error(self, error: ActorError) -> None:
-        """Charge the usage a failed attempt carried, if any."""
-        if error.usage is not None:
-            await self.charge(error.usage, provider=error.provider, model=error.model)
+        """Charge the usage a failed attempt carried, if any (a checkpoint either way)."""
+        if error.usage is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self.charge(error.usage, provider=error.provider, model=error.model)
 
     async def turn(self) -> None:
-        """Count the start of one agent turn; past ``turns`` it is a ``turn_limit``."""
-        self.tokens, self.cost, self.turns = await self.state.add_usage(
-            self.run_id, tokens=0, cost=0.0, turns=1
-        )
-        await self._enforce(Dimension.TURNS)
+        """Count the start of one agent turn; past ``turns`` it is a ``turn_limit``.
+
+        A checkpoint: a caller whose scope is cancelled starts no turn and gets
+        ``trio.Cancelled``."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await self._add(None, None, None, 1)
+        await self._refuse(await self._enforce(Dimension.TURNS))
 
     async def check(self) -> None:
         """Before an attempt: a run that has *reached* a cap (tokens, cost, wall clock)
-        starts no further attempt — any attempt would go past it."""
-        await self._enforce(Dimension.TOKENS, Dimension.COST, Dimension.SECONDS, reached=True)
+        starts no further attempt — any attempt would go past it.
 
-    async def _enforce(self, *dimensions: Dimension, reached: bool = False) -> None:
+        A checkpoint: a caller whose scope is cancelled gets ``trio.Cancelled``, never
+        ``budget_exceeded``; a check yields to the scheduler once, so a loop of refused
+        attempts lets other tasks run."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await self._refuse(await self.check_or_refuse())
+
+    async def check_or_refuse(self) -> ActorError | None:
+        """:meth:`check` without its checkpoint, the cap's error returned, not raised.
+        For a caller that checks cancellation and yields itself (``Resilience.call``)."""
+        return await self._enforce(
+            Dimension.TOKENS, Dimension.COST, Dimension.SECONDS, reached=True
+        )
+
+    async def _add(
+        self, usage: Usage | None, provider: str | None, model: str | None, turns: int
+    ) -> None:
+        if usage is None:
+            tokens, cost = 0, 0.0
+        else:
+            tokens, cost = usage.total_tokens, self.price(usage, provider, model)
+        self.tokens, self.cost, self.turns = await self.state.add_usage(
+            self.run_id, tokens=tokens, cost=cost, turns=turns
+        )
+
+    @staticmethod
+    async def _refuse(refusal: ActorError | None) -> None:
+        """The end of a public entry point: yield (shielded), then raise the refusal."""
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        if refusal is not None:
+            raise refusal
+
+    async def _enforce(self, *dimensions: Dimension, reached: bool = False) -> ActorError | None:
+        """Apply the caps of ``dimensions``: the error to raise, or ``None`` to go on."""
         for dimension in dimensions:
             while True:
                 cap = self.limits.cap(dimension)
@@ -177,13 +228,17 @@ class Budget:
                     break
                 used = self.used(dimension)
                 if used > cap or (reached and used >= cap):
-                    if await self._exceeded(dimension, used, cap):
+                    verdict = await self._exceeded(dimension, used, cap)
+                    if isinstance(verdict, ActorError):
+                        return verdict
+                    if verdict:
                         continue  # the cap was raised: check it again
                     break
                 if used >= cap * self.limits.warn_at and dimension not in self._warned:
                     self._warned.add(dimension)
                     self._warn(dimension, used, cap, exceeded=False)
                 break
+        return None
 
     def _warn(self, dimension: Dimension, used: float, cap: float, *, exceeded: bool) -> None:
         _log.warning(
@@ -195,8 +250,9 @@ class Budget:
             exceeded=exceeded,
         )
 
-    async def _exceeded(self, dimension: Dimension, used: float, cap: float) -> bool:
-        """Apply ``on_exceed``; ``True`` when approval raised the cap."""
+    async def _exceeded(self, dimension: Dimension, used: float, cap: float) -> bool | ActorError:
+        """Apply ``on_exceed``: ``True`` when approval raised the cap, ``False`` to go on
+        (warn), else the error to raise."""
         mode = self.limits.on_exceed
         if mode == "warn":
             self._warn(dimension, used, cap, exceeded=True)
@@ -210,7 +266,7 @@ class Budget:
                 self.limits = raised
                 self._warned.discard(dimension)
                 return True
-        raise ActorError.from_code(
+        return ActorError.from_code(
             _FAIL_CODE[dimension],
             f"run {self.run_id}: {dimension} {used:g} over the cap of {cap:g}",
             run_id=self.run_id,

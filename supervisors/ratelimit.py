@@ -10,6 +10,9 @@ what was over-estimated or charges what was under. Semantics:
   trio's current effective deadline — fails **at once** with a local ``rate_limited``
   carrying ``retry_after``, and takes nothing;
 * a caller cancelled while waiting gives back exactly what it reserved, nothing more;
+* ``acquire`` is a checkpoint: a caller already cancelled gets ``trio.Cancelled`` and
+  takes nothing (never ``rate_limited``); a permit granted at once, or a refusal, still
+  yields to the scheduler once, so a loop of refused calls lets other tasks run;
 * buckets start full; ``burst`` (default: one minute's worth) is their capacity.
 """
 
@@ -51,7 +54,11 @@ class RateLimit:
 
 
 class Permit:
-    """What one ``acquire`` took; hand it to :meth:`RateLimiter.settle`."""
+    """What one ``acquire`` took; hand it to :meth:`RateLimiter.settle`.
+
+    A value, never changed after it is made: :meth:`RateLimiter.acquire_fast` hands out
+    the same permit again for the same key and estimate (no allocation on the hot path).
+    """
 
     __slots__ = ("bucket", "estimate", "key")
 
@@ -59,6 +66,18 @@ class Permit:
         self.key = key
         self.estimate = estimate
         self.bucket = bucket  # the in-process token bucket, when acquire_fast granted it
+
+
+class _Local:
+    """The in-process fast path of one key: its bucket objects (``None`` for a limit it
+    does not have) and the permit ``acquire_fast`` handed out last."""
+
+    __slots__ = ("permit", "requests", "tokens")
+
+    def __init__(self, requests: Bucket | None, tokens: Bucket | None) -> None:
+        self.requests = requests
+        self.tokens = tokens
+        self.permit: Permit | None = None
 
 
 class RateLimiter:
@@ -73,27 +92,46 @@ class RateLimiter:
         self._token_bucket = {
             key: f"{key}:tokens" for key, specs in self._specs.items() if f"{key}:tokens" in specs
         }
-        self._local_handles: dict[str, list[tuple[Bucket, bool]]] = {}
+        self._locals: dict[str, _Local] = {}  # key -> its in-process fast path
 
     def acquire_fast(self, key: str, *, tokens: int = 0) -> Permit | None:
         """A permit at once, without a coroutine, when the in-process buckets can grant it
-        with no wait; else ``None`` (then use :meth:`acquire`)."""
-        handles = self._handles(key)
-        if handles is None:
-            return None
-        now = trio.current_time()
-        token_bucket = None
-        for bucket, is_requests in handles:
-            bucket.refill(now)
-            if bucket.level < (1.0 if is_requests else tokens):
-                return None
-        for bucket, is_requests in handles:
-            if is_requests:
-                bucket.level -= 1.0
-            else:
-                bucket.level -= tokens
-                token_bucket = bucket
-        return Permit(key, tokens, token_bucket)
+        with no wait; else ``None`` (then use :meth:`acquire`). Not a checkpoint."""
+        local = self._locals.get(key)
+        if local is None:
+            local = self._local_of(key)
+            if local is None:
+                return None  # a shared backend: use acquire()
+        requests, token_bucket = local.requests, local.tokens
+        if requests is not None or token_bucket is not None:
+            # Bucket.refill inlined: this runs on every call of the hot path.
+            now = trio.current_time()
+            if requests is not None:
+                level = requests.level
+                if now > requests.updated:
+                    level += (now - requests.updated) * requests.rate
+                    if level > requests.capacity:
+                        level = requests.capacity
+                    requests.level, requests.updated = level, now
+                if level < 1.0:
+                    return None
+            if token_bucket is not None:
+                level = token_bucket.level
+                if now > token_bucket.updated:
+                    level += (now - token_bucket.updated) * token_bucket.rate
+                    if level > token_bucket.capacity:
+                        level = token_bucket.capacity
+                    token_bucket.updated = now
+                if level < tokens:
+                    token_bucket.level = level
+                    return None
+                token_bucket.level = level - tokens
+            if requests is not None:
+                requests.level -= 1.0
+        permit = local.permit
+        if permit is None or permit.estimate != tokens:
+            permit = local.permit = Permit(key, tokens, token_bucket)
+        return permit
 
     def settle_fast(self, permit: Permit, actual_tokens: int) -> bool:
         """:meth:`settle` without a coroutine for in-process buckets; ``False`` when the
@@ -105,48 +143,71 @@ class RateLimiter:
         if bucket is None:
             if permit.key not in self._token_bucket:
                 return True  # no token limit on this key
-            handles = self._handles(permit.key)
-            if handles is None:
+            local = self._local_of(permit.key)
+            if local is None:
                 return False  # a shared backend: use settle()
-            bucket = next(b for b, is_requests in handles if not is_requests)
+            bucket = local.tokens
+            assert bucket is not None  # the key has a token limit
         # No refill first: refill is linear, so adding now or later is the same except
         # at the cap, where this is the conservative side.
         level = bucket.level + delta
         bucket.level = level if level < bucket.capacity else bucket.capacity
         return True
 
-    def _handles(self, key: str) -> list[tuple[Bucket, bool]] | None:
-        """The in-process bucket objects of ``key`` (``[]`` when unlimited), or ``None``
-        for a shared backend."""
-        handles = self._local_handles.get(key)
-        if handles is None:
+    def _local_of(self, key: str) -> _Local | None:
+        """The in-process fast path of ``key`` (no buckets when it is unlimited), or
+        ``None`` for a shared backend."""
+        local = self._locals.get(key)
+        if local is None:
             specs = self._specs.get(key)
             if not specs:
-                return []
+                local = self._locals[key] = _Local(None, None)  # unlimited
+                return local
             if self._local is None:
                 return None
-            now = trio.current_time()
-            handles = self._local_handles[key] = [
-                (self._local.bucket(bucket, spec, now), bucket.endswith(":requests"))
-                for bucket, spec in specs.items()
-            ]
-        return handles
+            state, now = self._local, trio.current_time()
+            requests, token_bucket = f"{key}:requests", f"{key}:tokens"
+            local = self._locals[key] = _Local(
+                state.bucket(requests, specs[requests], now) if requests in specs else None,
+                state.bucket(token_bucket, specs[token_bucket], now)
+                if token_bucket in specs
+                else None,
+            )
+        return local
 
     async def acquire(self, key: str, *, tokens: int = 0, deadline: float | None = None) -> Permit:
         """Reserve one request and ``tokens`` tokens for ``key``; see the module docstring.
 
         One atomic ``reserve`` on the state backend (a hot caller tries
-        :meth:`acquire_fast` first)."""
+        :meth:`acquire_fast` first). A checkpoint: a caller whose scope is cancelled gets
+        ``trio.Cancelled`` and takes nothing (never ``rate_limited``); a permit granted
+        without a wait, or a refusal, still yields to the scheduler once (shielded: a
+        permit once taken is always returned)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        outcome = await self.acquire_or_refuse(key, tokens=tokens, deadline=deadline)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        if isinstance(outcome, ActorError):
+            raise outcome
+        return outcome
+
+    async def acquire_or_refuse(
+        self, key: str, *, tokens: int = 0, deadline: float | None = None
+    ) -> Permit | ActorError:
+        """:meth:`acquire` without its checkpoint, the refusal (``rate_limited``) as a value.
+
+        Still cancellable while it waits for the buckets to refill (then it gives back
+        exactly what it reserved). For a caller that checks cancellation and yields
+        itself (:class:`~supervisors.Resilience` does, once per call)."""
         specs = self._specs.get(key)
         if not specs:
             return Permit(key, tokens)
         amounts = {b: 1.0 if b.endswith(":requests") else float(tokens) for b in specs}
         now = trio.current_time()
         limit = trio.current_effective_deadline() if deadline is None else deadline
-        max_wait = None if math.isinf(limit) else max(0.0, limit - now)
+        max_wait = None if limit == math.inf else max(0.0, limit - now)
         reservation = await self.state.reserve(amounts, specs, now=now, max_wait=max_wait)
         if not reservation.granted:
-            raise ActorError.from_code(
+            return ActorError.from_code(
                 Code.RATE_LIMITED,
                 f"local rate limit for {key}: {reservation.wait:.3f} s to wait, "
                 f"{max_wait:.3f} s left",

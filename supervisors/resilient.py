@@ -7,8 +7,10 @@ actor. Each attempt:
    (a wait past the caller's deadline fails at once with a local ``rate_limited``);
 2. is admitted by the provider's breaker (and the model's), or fails fast with
    ``circuit_open`` carrying the time to the next probe;
-3. calls the actor and records the outcome on the breaker (a cancellation records
-   nothing and frees a probe lease);
+3. calls the actor — with ``propagate_cancel``, so a caller that goes away (cancelled,
+   past its deadline, or the attempt's ``timeout`` expired) cancels the actor's work
+   too — and records the outcome on the breaker (a cancellation records nothing and
+   frees a probe lease);
 4. settles the token reservation with the reply's real usage (``usage_of(reply)``).
 
 A failed attempt is classified and retried per the :class:`RetryRules` (Retry-After
@@ -17,9 +19,14 @@ honoured exactly, nothing slept past the deadline, no sleep after the last attem
 ``ActorError.usage`` — and checked before each attempt. Cancellation passes straight
 through.
 
+The call is a checkpoint, as trio's own functions are: cancellation is checked on entry
+(a cancelled caller gets ``trio.Cancelled``, never a refusal), and every failed attempt
+yields to the scheduler once, so a loop of refused calls cannot starve other tasks.
+
 In-process state takes a synchronous fast path (no coroutine for the limiter and the
-breaker when nothing needs to wait or change), which ``make bench``'s
-``resilience_overhead`` measures against the bare call.
+breaker when nothing needs to wait or change), and the first attempt runs without the
+retry loop (which takes over only when it fails); ``make bench``'s
+``resilience_overhead`` measures the whole against the bare call.
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from actors import ActorRef, Usage
+import trio
+
+from actors import ActorError, ActorRef, Usage
 from actors.actor import DEFAULT_CALL_TIMEOUT
 from supervisors.breaker import Breaker
 from supervisors.budget import Budget
 from supervisors.ratelimit import RateLimiter
-from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
+from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retry_failed
 
 UsageOf = Callable[[Any], Usage | None]
 
@@ -63,20 +72,44 @@ class Resilience:
         tokens: int = 0,
         timeout: float | None = DEFAULT_CALL_TIMEOUT,
         budget: Budget | None = None,
+        propagate_cancel: bool = True,
     ) -> Any:
-        """Call ``ref`` with ``message`` under the limits, the breaker and the retry rules."""
-        return await retrying(
-            self.retry,
+        """Call ``ref`` with ``message`` under the limits, the breaker and the retry rules.
+
+        ``timeout`` bounds each attempt (``ref.call``'s ``timeout``); the retry rules'
+        ``deadline`` bounds them all. With ``propagate_cancel`` (the default) a caller
+        that goes away — cancelled, past its deadline, or the attempt's ``timeout``
+        expired — cancels the actor's work on that attempt too: a provider actor closes
+        the HTTP request at once instead of finishing it for nobody. Pass ``False`` for
+        an actor whose work must finish whoever waits for it.
+
+        A checkpoint, as trio's own functions are: a caller whose scope is already
+        cancelled gets ``trio.Cancelled`` — never ``circuit_open``, ``rate_limited`` or
+        ``budget_exceeded`` — and a call refused at once still yields to the scheduler
+        (once per failed attempt), so a loop of refused calls lets other tasks run. The
+        fast path has no checkpoint of its own: the actor call is one, and every failed
+        attempt passes one before its error is retried or raised.
+        """
+        retry = self.retry
+        if retry.deadline is None:
+            # The first attempt inline: no retry machinery unless it fails.
+            try:
+                return await self._attempt(
+                    ref, message, provider, model, tokens, timeout, budget, propagate_cancel
+                )
+            except trio.Cancelled:
+                raise
+            except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - classified there
+                failed: BaseException | None = exc
+        else:
+            failed = None  # the deadline starts with the first attempt: retry_failed makes it
+        return await retry_failed(
+            retry,
             self._attempt,
-            ref,
-            message,
-            provider,
-            model,
-            tokens,
-            timeout,
-            budget,
-            classify_with={"provider": provider, "model": model},
-            on_failure=None if budget is None else budget.charge_error,
+            (ref, message, provider, model, tokens, timeout, budget, propagate_cancel),
+            failed,
+            {"provider": provider, "model": model},
+            None if budget is None else budget.charge_error,
         )
 
     async def _attempt(
@@ -88,33 +121,52 @@ class Resilience:
         tokens: int,
         timeout: float | None,
         budget: Budget | None,
+        propagate_cancel: bool,
     ) -> Any:
+        """One attempt. Refusals are raised without a checkpoint of their own: ``call``
+        checked cancellation on entry, and the retry loop yields after every failure."""
         if budget is not None:
-            await budget.check()
-        limiter, breaker = self.limiter, self.breaker
+            refusal = await budget.check_or_refuse()
+            if refusal is not None:
+                raise refusal
+        limiter = self.limiter
         permit = None
         if limiter is not None:
             permit = limiter.acquire_fast(provider, tokens=tokens)
             if permit is None:
-                permit = await limiter.acquire(provider, tokens=tokens)
+                acquired = await limiter.acquire_or_refuse(provider, tokens=tokens)
+                if isinstance(acquired, ActorError):
+                    raise acquired
+                permit = acquired
+        breaker = self.breaker
         admission = None
         if breaker is not None:
             admission = breaker.admit_fast(provider, model)
             if admission is None:
-                admission = await breaker.admit(provider, model)
+                decision = await breaker.admit_or_refuse(provider, model)
+                if isinstance(decision, ActorError):
+                    raise decision
+                admission = decision
         try:
-            reply = await ref.call(message, timeout=timeout)
+            reply = await ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel)
         except BaseException as exc:
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
             raise
         if admission is not None and not admission.clean:
             await breaker.record(admission, None)  # type: ignore[union-attr]
-        usage = self.usage_of(reply) if self.usage_of is not None else None
-        if permit is not None and usage is not None and limiter is not None:
+        usage_of = self.usage_of
+        if usage_of is None:
+            return reply
+        usage = usage_of(reply)
+        if usage is None:
+            return reply
+        if permit is not None:
             actual = usage.total_tokens
-            if not limiter.settle_fast(permit, actual):
-                await limiter.settle(permit, actual)
-        if budget is not None and usage is not None:
-            await budget.charge(usage, provider=provider, model=model)
+            if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
+                await limiter.settle(permit, actual)  # type: ignore[union-attr]
+        if budget is not None:
+            refusal = await budget.charge_or_refuse(usage, provider=provider, model=model)
+            if refusal is not None:
+                raise refusal
         return reply

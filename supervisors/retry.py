@@ -25,7 +25,10 @@ Other codes are not retried. Rules of :func:`retrying`:
 * a delay that would end past the deadline is not slept: the error is raised at once,
   ``retry_after`` kept, so a fallback can act; an attempt still running at the deadline is
   cancelled and fails with ``timeout`` (not retryable), the last error as cause;
-* cancellation passes straight through and is never retried;
+* cancellation passes straight through and is never retried; :func:`retrying` is a
+  checkpoint — a caller already cancelled gets ``trio.Cancelled`` before any attempt, and
+  a failed attempt yields to the scheduler once before it is acted on, so a loop of
+  attempts refused at once (open breaker, spent budget) lets other tasks run;
 * every retry is an event ``retry.scheduled`` (attempt, code, delay, source).
 """
 
@@ -129,24 +132,56 @@ async def retrying(
     ``on_failure`` is awaited with every failed attempt's error, the last one included,
     before the retry is planned (a budget charges the attempt's usage there); what it
     raises ends the retries.
+
+    A checkpoint, as trio's own functions are: a caller whose scope is already cancelled
+    gets ``trio.Cancelled`` before ``fn`` runs, and every failed attempt yields to the
+    scheduler once (not a cancel point) before its error is acted on, so a loop of calls
+    that ``fn`` refuses at once — an open breaker, a spent budget — still lets other tasks
+    run.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    return await retry_failed(rules, fn, args, None, classify_with, on_failure)
+
+
+async def retry_failed(
+    rules: RetryRules | RetryPolicy,
+    fn: Callable[..., Awaitable[T]],
+    args: tuple[Any, ...],
+    failed: BaseException | None,
+    classify_with: Mapping[str, Any] | None,
+    on_failure: Callable[[ActorError], Awaitable[None]] | None,
+) -> T:
+    """:func:`retrying`'s loop without its entry checkpoint; ``failed`` is what a first
+    call of ``fn(*args)`` raised when the caller made it itself (``None``: none made yet).
+
+    :class:`~supervisors.Resilience` makes its first attempt inline — no loop machinery on
+    the fast path — and hands a failure over here; that is only valid for rules without a
+    total ``deadline`` (the deadline starts with the first attempt).
     """
     deadline_after = rules.deadline
     deadline = math.inf if deadline_after is None else trio.current_time() + deadline_after
     retries = 0
     last: ActorError | None = None
     while True:
-        try:
-            if deadline == math.inf:
-                return await fn(*args)
-            return await _attempt(fn, args, deadline, deadline_after, classify_with, last)
-        except trio.Cancelled:
-            raise
-        except (Exception, BaseExceptionGroup) as exc:
-            error = classify(exc, **(classify_with or _NO_CONTEXT))
-            if error.code is Code.CANCELLED:
-                raise  # a group holding a cancellation: never retried
+        if failed is None:
+            try:
+                if deadline == math.inf:
+                    return await fn(*args)
+                return await _attempt(fn, args, deadline, deadline_after, classify_with, last)
+            except trio.Cancelled:
+                raise
+            except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - classified below
+                failed = exc
+        error = classify(failed, **(classify_with or _NO_CONTEXT))
+        if error.code is Code.CANCELLED:
+            raise failed  # a group holding a cancellation: never retried
+        failed = None
         if on_failure is not None:
-            await on_failure(error)
+            await on_failure(error)  # the failed attempt's usage counts, cancelled or not
+        # A refused attempt (breaker, limiter, budget) did not yield: yield now, so a loop
+        # of refusals cannot starve the other tasks — and a caller whose scope is
+        # cancelled gets ``trio.Cancelled`` here, never the refusal.
+        await trio.lowlevel.checkpoint()
         last = error
         retries += 1
         await trio.sleep(plan_retry(rules.policy_for, error, retries, deadline))

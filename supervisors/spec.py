@@ -7,8 +7,8 @@ a nested :class:`SupervisorSpec` — and how to treat its exits:
   abnormal one (a crash; a normal exit or a shutdown is normal); ``temporary`` never —
   not even when a sibling's crash under ``one_for_all`` stops it — and its spec is dropped
   when it exits;
-* ``shutdown``: seconds granted for a graceful stop before the child is cancelled, or
-  ``"brutal"`` to cancel at once;
+* ``shutdown``: seconds granted for a graceful stop before the child is cancelled
+  (``inf``: as long as it takes), or ``"brutal"`` to cancel at once;
 * ``significant`` (transient or temporary children only; rejected on a permanent one):
   its exit can shut the supervisor down, per ``auto_shutdown``;
 * ``policy``: per-child overrides, consulted before the supervisor's.
@@ -17,20 +17,32 @@ a nested :class:`SupervisorSpec` — and how to treat its exits:
 intensity (``max_restarts`` within ``period`` seconds; default 3 in 5 s), the
 ``backoff`` between restarts, the ``policy``, ``auto_shutdown`` and ``max_children``.
 
-:func:`load_spec` structures untrusted input with cattrs; every problem is reported in
-one ``config_invalid`` error whose message names each offending field (``$.children[1].
-restart``). Actors are named by import path (``"package.module:Class"``).
+A spec is checked when it is built, never later inside a running tree: a bad field raises
+one ``config_invalid`` :class:`ActorError` naming every offending field (``invalid child
+spec 'w': capacity must be an integer >= 1, got 0``). The rules: ``id`` a non-empty
+string; ``actor`` callable; ``args`` a tuple; ``capacity`` an int >= 1 (not a bool);
+``overflow``, ``restart``, ``strategy``, ``auto_shutdown`` one of their values;
+``shutdown`` seconds >= 0 or ``"brutal"`` (never NaN); ``max_restarts`` an int >= 0;
+``period`` finite seconds > 0; ``max_children`` ``None`` or an int >= 1; the backoff's
+numbers finite and >= 0.
+
+:func:`load_spec` structures untrusted input (a mapping or TOML) with cattrs under the same
+rules; every problem is reported in one ``config_invalid`` error whose message names each
+offending field by its path (``... @ $.children[1].restart``). Actors are named by import
+path (``"package.module:Class"``).
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import tomllib
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal, get_args
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_structure_fn, override
 
 from actors import Actor, ActorError, Code
 from actors.mailbox import DEFAULT_CAPACITY, Overflow
@@ -44,37 +56,216 @@ Shutdown = float | Literal["brutal"]
 
 DEFAULT_SHUTDOWN = 5.0
 
+# --- field checks -------------------------------------------------------------------------
+#
+# Every field's rule lives in its attrs metadata under _CHECK: a function returning what is
+# wrong with a value ("must be ..., got ...") or None. Specs built in code run them all in
+# __attrs_post_init__ and raise one config_invalid error naming every bad field;
+# load_spec runs the same rule while structuring each field, so its message carries the
+# field's path.
 
-def _check_shutdown(_: object, __: object, value: Shutdown) -> None:
+Check = Callable[[Any], "str | None"]
+_CHECK: Final = "supervisors.spec.check"
+
+
+def _checked(check: Check) -> dict[str, Check]:
+    return {_CHECK: check}
+
+
+def _show(value: Any) -> str:
+    """A short repr for a message (an int too long for ``repr`` is summarised)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    def check(value: Any) -> str | None:
+        if isinstance(value, str) and value in choices:
+            return None
+        return f"must be one of {', '.join(map(repr, choices))}, got {_show(value)}"
+
+    return check
+
+
+def _int_at_least(minimum: int, *, optional: bool = False) -> Check:
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+            return None
+        alternative = " or None" if optional else ""
+        return f"must be an integer >= {minimum}{alternative}, got {_show(value)}"
+
+    return check
+
+
+def _seconds(value: Any) -> float | None:
+    """``value`` as a float when it is a real number a float can hold, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int past float range: trio's clock arithmetic would raise
+        return None
+
+
+def _positive_finite(value: Any) -> str | None:
+    number = _seconds(value)
+    if number is not None and math.isfinite(number) and number > 0:
+        return None
+    return f"must be a finite number of seconds > 0, got {_show(value)}"
+
+
+def _finite_non_negative(value: Any) -> str | None:
+    number = _seconds(value)
+    if number is not None and math.isfinite(number) and number >= 0:
+        return None
+    return f"must be a finite number >= 0, got {_show(value)}"
+
+
+def _fraction(value: Any) -> str | None:
+    number = _seconds(value)
+    if number is not None and 0 <= number <= 1:
+        return None
+    return f"must be a number from 0 to 1, got {_show(value)}"
+
+
+def _shutdown(value: Any) -> str | None:
+    """Seconds >= 0 (``inf``: wait as long as it takes) or ``"brutal"``; never NaN."""
     if value == "brutal":
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"shutdown must be seconds >= 0 or 'brutal', got {value!r}")
+        return None
+    number = _seconds(value)
+    if number is not None and number >= 0:  # NaN compares false
+        return None
+    return f"must be seconds >= 0 or 'brutal', got {_show(value)}"
+
+
+def _non_empty_str(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"must be a non-empty string, got {_show(value)}"
+
+
+def _is_bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
+
+
+def _is_tuple(value: Any) -> str | None:
+    return None if isinstance(value, tuple) else f"must be a tuple, got {_show(value)}"
+
+
+def _str_keyed_mapping(value: Any) -> str | None:
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return None
+    return f"must be a mapping of names to values, got {_show(value)}"
+
+
+def _optional_callable(value: Any) -> str | None:
+    if value is None or callable(value):
+        return None
+    return f"must be an actor class or factory, got {_show(value)}"
+
+
+def _optional_policy(value: Any) -> str | None:
+    if value is None or isinstance(value, Policy):
+        return None
+    return f"must be a Policy or None, got {_show(value)}"
+
+
+def _is_policy(value: Any) -> str | None:
+    return None if isinstance(value, Policy) else f"must be a Policy, got {_show(value)}"
+
+
+def _optional_supervisor(value: Any) -> str | None:
+    if value is None or isinstance(value, SupervisorSpec):
+        return None
+    return f"must be a SupervisorSpec or None, got {_show(value)}"
+
+
+def _children(value: Any) -> str | None:
+    if not isinstance(value, tuple):
+        return f"must be a sequence of ChildSpec, got {_show(value)}"
+    for index, child in enumerate(value):
+        if not isinstance(child, ChildSpec):
+            return f"[{index}] must be a ChildSpec, got {_show(child)}"
+    return None
+
+
+def _backoff(value: Any) -> str | None:
+    """A :class:`Backoff` whose numbers are sound (its own checks let NaN through)."""
+    if not isinstance(value, Backoff):
+        return f"must be a Backoff, got {_show(value)}"
+    for field in attrs.fields(_BackoffConfig):
+        problem = field.metadata[_CHECK](getattr(value, field.name))
+        if problem is not None:
+            return f".{field.name} {problem}"
+    return None
+
+
+def _problems(spec: attrs.AttrsInstance) -> list[str]:
+    """What is wrong with each field of ``spec``, each naming its field."""
+    problems = []
+    for field in attrs.fields(type(spec)):
+        check = field.metadata.get(_CHECK)
+        problem = check(getattr(spec, field.name)) if check is not None else None
+        if problem is not None:
+            joint = "" if problem.startswith((".", "[")) else " "
+            problems.append(f"{field.name}{joint}{problem}")
+    return problems
+
+
+def _invalid(what: str, problems: list[str]) -> ActorError:
+    return ActorError.from_code(Code.CONFIG_INVALID, f"invalid {what}: " + "; ".join(problems))
+
+
+def _as_tuple(value: Iterable[ChildSpec]) -> tuple[ChildSpec, ...]:
+    """``children`` as a tuple; anything but a list or tuple is left for the check to name."""
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value  # type: ignore[return-value]
+
+
+# --- specs --------------------------------------------------------------------------------
 
 
 @attrs.frozen(kw_only=True)
 class ChildSpec:
-    """One child of a supervisor (see the module docstring)."""
+    """One child of a supervisor (see the module docstring).
 
-    id: str
-    actor: Callable[..., Actor] | None = None
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
-    supervisor: SupervisorSpec | None = None
-    restart: RestartType = "permanent"
-    shutdown: Shutdown = attrs.field(default=DEFAULT_SHUTDOWN, validator=_check_shutdown)
-    significant: bool = False
-    policy: Policy | None = None
-    capacity: int = DEFAULT_CAPACITY
-    overflow: Overflow = "backpressure"
+    Raises ``config_invalid`` (:class:`ActorError`) naming every bad field.
+    """
+
+    id: str = attrs.field(metadata=_checked(_non_empty_str))
+    actor: Callable[..., Actor] | None = attrs.field(
+        default=None, metadata=_checked(_optional_callable)
+    )
+    args: tuple[Any, ...] = attrs.field(default=(), metadata=_checked(_is_tuple))
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict, metadata=_checked(_str_keyed_mapping))
+    supervisor: SupervisorSpec | None = attrs.field(
+        default=None, metadata=_checked(_optional_supervisor)
+    )
+    restart: RestartType = attrs.field(
+        default="permanent", metadata=_checked(_one_of(get_args(RestartType)))
+    )
+    shutdown: Shutdown = attrs.field(default=DEFAULT_SHUTDOWN, metadata=_checked(_shutdown))
+    significant: bool = attrs.field(default=False, metadata=_checked(_is_bool))
+    policy: Policy | None = attrs.field(default=None, metadata=_checked(_optional_policy))
+    capacity: int = attrs.field(default=DEFAULT_CAPACITY, metadata=_checked(_int_at_least(1)))
+    overflow: Overflow = attrs.field(
+        default="backpressure", metadata=_checked(_one_of(get_args(Overflow)))
+    )
 
     def __attrs_post_init__(self) -> None:
-        if (self.actor is None) == (self.supervisor is None):
-            raise ValueError(f"child {self.id!r}: give exactly one of 'actor' or 'supervisor'")
-        if self.significant and self.restart == "permanent":
-            raise ValueError(f"child {self.id!r}: a permanent child cannot be significant")
-        if self.restart not in ("permanent", "transient", "temporary"):
-            raise ValueError(f"child {self.id!r}: unknown restart type {self.restart!r}")
+        problems = _problems(self)
+        if not problems:  # the rules across fields need sound fields
+            if (self.actor is None) == (self.supervisor is None):
+                problems.append("give exactly one of 'actor' or 'supervisor'")
+            if self.significant and self.restart == "permanent":
+                problems.append("significant: a permanent child cannot be significant")
+        if problems:
+            raise _invalid(f"child spec {_show(self.id)}", problems)
 
     def factory(self) -> Callable[[], Actor]:
         """A zero-argument factory for the actor (a fresh instance per incarnation)."""
@@ -87,87 +278,158 @@ class ChildSpec:
 
 @attrs.frozen(kw_only=True)
 class SupervisorSpec:
-    """A supervisor: its children and how it treats their failures."""
+    """A supervisor: its children and how it treats their failures.
 
-    children: tuple[ChildSpec, ...] = attrs.field(default=(), converter=tuple)
-    strategy: Strategy = "one_for_one"
-    max_restarts: int = attrs.field(default=3, validator=attrs.validators.ge(0))
-    period: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
-    backoff: Backoff = attrs.field(factory=Backoff)
-    policy: Policy = attrs.field(factory=Policy)
-    auto_shutdown: AutoShutdown = "never"
-    max_children: int | None = None
+    Raises ``config_invalid`` (:class:`ActorError`) naming every bad field.
+    """
+
+    children: tuple[ChildSpec, ...] = attrs.field(
+        default=(), converter=_as_tuple, metadata=_checked(_children)
+    )
+    strategy: Strategy = attrs.field(
+        default="one_for_one", metadata=_checked(_one_of(get_args(Strategy)))
+    )
+    max_restarts: int = attrs.field(default=3, metadata=_checked(_int_at_least(0)))
+    period: float = attrs.field(default=5.0, metadata=_checked(_positive_finite))
+    backoff: Backoff = attrs.field(factory=Backoff, metadata=_checked(_backoff))
+    policy: Policy = attrs.field(factory=Policy, metadata=_checked(_is_policy))
+    auto_shutdown: AutoShutdown = attrs.field(
+        default="never", metadata=_checked(_one_of(get_args(AutoShutdown)))
+    )
+    max_children: int | None = attrs.field(
+        default=None, metadata=_checked(_int_at_least(1, optional=True))
+    )
 
     def __attrs_post_init__(self) -> None:
-        ids = [child.id for child in self.children]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate child ids: {duplicates}")
-        if self.strategy not in ("one_for_one", "one_for_all", "rest_for_one"):
-            raise ValueError(f"unknown strategy {self.strategy!r}")
-        if self.auto_shutdown not in ("never", "any_significant", "all_significant"):
-            raise ValueError(f"unknown auto_shutdown {self.auto_shutdown!r}")
+        problems = _problems(self)
+        if not problems:
+            ids = [child.id for child in self.children]
+            duplicates = sorted({i for i in ids if ids.count(i) > 1})
+            if duplicates:
+                problems.append(f"children: duplicate child ids {duplicates}")
+        if problems:
+            raise _invalid("supervisor spec", problems)
 
 
 # --- loading from untrusted input ---------------------------------------------------------
 
 
-def _import_actor(value: Any, _: Any) -> Callable[..., Actor]:
-    if callable(value):
-        return value  # type: ignore[no-any-return]
-    if not isinstance(value, str) or ":" not in value:
-        raise ValueError(f"expected 'package.module:Class', got {value!r}")
-    module_name, _, attr = value.partition(":")
-    target = getattr(importlib.import_module(module_name), attr)
-    if not (isinstance(target, type) and issubclass(target, Actor)) and not callable(target):
-        raise TypeError(f"{value!r} is not an actor class or factory")
-    return target  # type: ignore[no-any-return]
-
-
-def _shutdown(value: Any, _: Any) -> Shutdown:
-    if value == "brutal":
-        return "brutal"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"expected seconds or 'brutal', got {value!r}")
-    return float(value)
+class _Invalid(ValueError):
+    """One field's problem while loading; cattrs attaches the field's path to it."""
 
 
 @attrs.frozen(kw_only=True)
 class _BackoffConfig:
     """The loadable fields of :class:`Backoff` (its random source is code-only)."""
 
-    kind: Literal["fixed", "linear", "exponential"] = "exponential"
-    initial: float = 0.1
-    factor: float = 2.0
-    step: float = 0.0
-    max: float = 30.0
-    jitter: float = 0.0
-    reset_after: float = 60.0
+    kind: Literal["fixed", "linear", "exponential"] = attrs.field(
+        default="exponential", metadata=_checked(_one_of(("fixed", "linear", "exponential")))
+    )
+    initial: float = attrs.field(default=0.1, metadata=_checked(_finite_non_negative))
+    factor: float = attrs.field(default=2.0, metadata=_checked(_finite_non_negative))
+    step: float = attrs.field(default=0.0, metadata=_checked(_finite_non_negative))
+    max: float = attrs.field(default=30.0, metadata=_checked(_finite_non_negative))
+    jitter: float = attrs.field(default=0.0, metadata=_checked(_fraction))
+    reset_after: float = attrs.field(default=60.0, metadata=_checked(_finite_non_negative))
 
     def build(self) -> Backoff:
         return Backoff(**attrs.asdict(self))
+
+
+def _import_actor(value: Any) -> Any:
+    """An import path (``"package.module:Class"``) to what it names; anything else as is."""
+    if not isinstance(value, str):
+        return value
+    module_name, colon, name = value.partition(":")
+    if not colon or not module_name or not name:
+        raise _Invalid(f"must be an import path 'package.module:Class', got {_show(value)}")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise _Invalid(f"cannot import {_show(value)}: {exc}") from exc
+
+
+def _list_as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _seconds_or_brutal(value: Any) -> Any:
+    return value if value == "brutal" else float(value)
 
 
 def _policy(value: Any, _: Any) -> Policy:
     if isinstance(value, Policy):
         return value
     if not isinstance(value, Mapping):
-        raise ValueError(f"expected a table with by_code / by_class, got {value!r}")
+        raise _Invalid(f"must be a table with by_code / by_class, got {_show(value)}")
     unknown = set(value) - {"by_code", "by_class"}
     if unknown:
-        raise ValueError(f"unknown policy keys {sorted(unknown)} (by_exception is code-only)")
+        raise _Invalid(f"unknown policy keys {sorted(unknown)} (by_exception is code-only)")
     return Policy(by_code=value.get("by_code", {}), by_class=value.get("by_class", {}))
 
 
+# How a loaded value is prepared before its field's check, and after it passes.
+_BEFORE: Final[dict[str, Callable[[Any], Any]]] = {
+    "actor": _import_actor,
+    "args": _list_as_tuple,
+}
+_AFTER: Final[dict[str, Callable[[Any], Any]]] = {
+    "kwargs": dict,
+    "shutdown": _seconds_or_brutal,
+}
+# Fields cattrs structures by type (nested specs, tables); their checks run at __init__.
+_BY_TYPE: Final = frozenset({"children", "supervisor", "backoff", "policy"})
+
+
+def _field_hook(name: str, check: Check) -> Callable[[Any, Any], Any]:
+    before, after = _BEFORE.get(name), _AFTER.get(name)
+
+    def hook(value: Any, _: Any) -> Any:
+        if before is not None:
+            value = before(value)
+        problem = check(value)
+        if problem is not None:
+            raise _Invalid(problem)
+        return after(value) if after is not None else value
+
+    return hook
+
+
+def _overrides(cls: type[attrs.AttrsInstance]) -> dict[str, Any]:
+    return {
+        field.name: override(struct_hook=_field_hook(field.name, field.metadata[_CHECK]))
+        for field in attrs.fields(cls)
+        if _CHECK in field.metadata and field.name not in _BY_TYPE
+    }
+
+
+def _describe(exc: BaseException, type_: Any) -> str:
+    """One problem for :func:`cattrs.transform_error` (which appends `` @ <path>``)."""
+    if isinstance(exc, _Invalid):
+        return str(exc)
+    if isinstance(exc, ActorError):  # a rule across fields, from a spec's __init__
+        return exc.message
+    described = cattrs.v.format_exception(exc, type_)
+    if isinstance(exc, ValueError | TypeError) and str(exc):
+        described = f"{described} ({exc})"
+    return described
+
+
 def _converter() -> cattrs.Converter:
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(Callable[..., Actor] | None, _optional(_import_actor))
-    converter.register_structure_hook(Shutdown, _shutdown)
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(Policy, _policy)
     converter.register_structure_hook(Policy | None, _optional(_policy))
     converter.register_structure_hook(
         Backoff, lambda value, _: converter.structure(value, _BackoffConfig).build()
     )
+    # Registered before any hook is generated, so nested specs resolve to these.
+    hooks: dict[type, Callable[[Any, Any], Any]] = {}
+    for cls in (ChildSpec, SupervisorSpec, _BackoffConfig):
+        converter.register_structure_hook(
+            cls, lambda value, type_, cls=cls: hooks[cls](value, type_)
+        )
+    for cls in (ChildSpec, SupervisorSpec, _BackoffConfig):
+        hooks[cls] = make_dict_structure_fn(cls, converter, **_overrides(cls))
     return converter
 
 
@@ -181,17 +443,24 @@ _CONVERTER = _converter()
 def load_spec(data: Mapping[str, Any] | str) -> SupervisorSpec:
     """Structure a :class:`SupervisorSpec` from a mapping or a TOML document.
 
-    Raises ``config_invalid`` naming every offending field.
+    Raises ``config_invalid`` naming every offending field by its path
+    (``must be an integer >= 1, got 0 @ $.children[0].capacity``).
     """
+    problems: list[str]
+    cause: BaseException
     try:
         raw = tomllib.loads(data) if isinstance(data, str) else data
-        return _CONVERTER.structure(raw, SupervisorSpec)
-    except (cattrs.BaseValidationError, tomllib.TOMLDecodeError, ValueError, TypeError) as exc:
-        problems = (
-            cattrs.transform_error(exc)
-            if isinstance(exc, cattrs.BaseValidationError)
-            else [str(exc)]
-        )
-        raise ActorError.from_code(
-            Code.CONFIG_INVALID, "invalid supervisor spec: " + "; ".join(problems)
-        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        problems, cause = [f"not valid TOML: {exc}"], exc
+    else:
+        if not isinstance(raw, Mapping):
+            raise _invalid("supervisor spec", [f"expected a table, got {_show(raw)}"])
+        try:
+            return _CONVERTER.structure(raw, SupervisorSpec)
+        except cattrs.BaseValidationError as exc:
+            problems, cause = cattrs.transform_error(exc, format_exception=_describe), exc
+        except (ActorError, ValueError, TypeError) as exc:  # outside any field (defensive)
+            problems, cause = [_describe(exc, None)], exc
+    # A rule across a nested supervisor's fields arrives already prefixed.
+    prefix = "invalid supervisor spec: "
+    raise _invalid("supervisor spec", [p.removeprefix(prefix) for p in problems]) from cause

@@ -14,16 +14,18 @@
   ``max_restarts`` shuts the children down and fails the supervisor with
   ``restart_intensity_exceeded`` carrying the failures in the window, oldest first.
   ``stop`` ends that child for good; ``escalate`` shuts the supervisor down and fails it
-  with the child's error; ``abort`` cancels the whole tree.
+  with the child's error; ``abort`` cancels the whole tree at the instant of the decision.
 * A normal exit restarts only a permanent child (counted like a crash); transient and
   temporary children stay down; a temporary child's spec is dropped whenever it exits.
 * one_for_all / rest_for_one stop the affected siblings in reverse start order, then start
   them (and the failed child) in order; one failure counts once.
 * Shutdown goes in reverse start order (dynamic children concurrently, first): a graceful
   stop, ``shutdown`` seconds, then cancel with reason ``shutdown:<id>``.
-* **Cancellation wins**: once an abort or a shutdown is under way for a subtree, anything
+* **Cancellation wins**: once an abort or a shutdown is under way for a subtree — or a
+  trio scope around the tree was cancelled (:meth:`Supervisor.note_cancel`) — anything
   that escapes an actor inside it is ``cancelled`` (reason kept, the failure as cause,
-  logged as ``error.suppressed``); no policy runs and nothing restarts.
+  logged as ``error.suppressed``); no policy runs (:meth:`Supervisor._decide` checks
+  first) and nothing restarts or starts.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ import attrs
 import trio
 
 from actors import ActorError, ActorRef, Code
-from actors.cell import ActorCell, AfterCrash, Exit, ExitKind
-from actors.observe import enabled, get_logger
+from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Exit, ExitKind
+from actors.errors import current_cancel_reason
+from actors.nursery import run_to_completion
+from actors.observe import EventName, enabled, get_logger
 from actors.runtime import Runtime
 from supervisors._start import Starter, start_soon_and_wait
 from supervisors.policy import Directive, decide
@@ -126,6 +130,8 @@ class Supervisor:
         self._nursery: trio.Nursery | None = None
         self._lock = trio.Lock()
         self._shutdown_requested = False
+        self._starting: Child | None = None  # the child whose start is under way
+        self._closing = False  # the run is ending: no child may start
         for child_spec in spec.children:
             self._add(child_spec, dynamic=False)
 
@@ -140,9 +146,24 @@ class Supervisor:
             node = node.parent
         return None
 
+    def note_cancel(self, reason: str) -> None:
+        """A trio scope around the tree was cancelled: the whole tree is cancelled with
+        ``reason`` (unless a cancel was already under way)."""
+        root = self.root()
+        if root._cancel_reason is None:
+            root._cancel_reason = reason
+
     def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
         child = self._child_of(cell)
-        directive = self._decide(child, error)
+        if error.code is Code.CANCELLED:
+            # Not our subtree's cancel (that is checked first): a cancellation from
+            # elsewhere (a nested call into a cancelled tree) crossed in as an error. That
+            # request is cancelled; the actor is fine and goes on.
+            directive: Directive | None = self._decide(child, error, Directive.RESUME)
+        else:
+            directive = self._decide(child, error)
+        if directive is None:
+            return AfterCrash.STOP  # a cancel is under way: nothing restarts
         if directive is Directive.RESUME:
             return AfterCrash.RESUME
         return _after(directive)
@@ -160,14 +181,28 @@ class Supervisor:
 
     def _decide(
         self, child: Child, error: ActorError, directive: Directive | None = None
-    ) -> Directive:
+    ) -> Directive | None:
         """Decide on a failure (never on a cancellation) and record it as pending.
 
-        ``directive`` forces the answer (a permanent child's normal exit restarts without
-        consulting the policy); otherwise the policy decides. A restart counts in the
-        intensity window and gets its backoff delay; past the limit it becomes an
-        escalation with ``restart_intensity_exceeded``.
+        The one place the policy is consulted. If a cancel is under way for the subtree
+        (abort, shutdown, a scope around the tree) nothing is decided: the failure is
+        logged as suppressed and ``None`` returned. ``directive`` forces the answer (a
+        permanent child's normal exit restarts without consulting the policy); otherwise
+        the policy decides. A restart counts in the intensity window and gets its backoff
+        delay; past the limit it becomes an escalation with
+        ``restart_intensity_exceeded``. An ``abort`` takes effect here, at the instant of
+        the decision: the tree is cancelled before the failed child's cleanup runs.
         """
+        cancel = self.cancel_reason()
+        if cancel is not None:
+            _log.info(
+                EventName.SUPPRESSED,
+                supervisor=self.path,
+                child=child.id,
+                reason=cancel,
+                suppressed=error,
+            )
+            return None
         if directive is None:
             directive = decide(error, child.spec.policy, self.spec.policy) or Directive.STOP
         delay = 0.0
@@ -192,6 +227,8 @@ class Supervisor:
             message=error.message,
             correlation_id=error.correlation_id,
         )
+        if directive is Directive.ABORT:
+            self.root().abort(f"abort:{error.code} from {self.path}/{child.id}", error=error)
         return directive
 
     def _restart_allowed(self, child: Child, error: ActorError) -> bool:
@@ -236,18 +273,20 @@ class Supervisor:
         self._failure = None
         self._shutdown_requested = False
         self._window.clear()
+        self._closing = False
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 try:
-                    await self._start_all()
-                except ActorError as err:
-                    # Raised after the nursery closes, so the starter sees it unwrapped.
-                    self._failure = err
-                else:
-                    task_status.started(self)
-                    await self._supervise()
-                    await self._shutdown_children()
+                    await self._run_children(task_status)
+                except BaseException as exc:
+                    # Noted now, while the children still run, not after they ended.
+                    reason = await current_cancel_reason(exc)
+                    if reason is not None:
+                        self.note_cancel(reason)  # a scope around the tree was cancelled
+                    raise
+                finally:
+                    self._closing = True  # the nursery takes no new child from here on
                 nursery.cancel_scope.cancel(reason=f"{self.path} finished")
         finally:
             self._nursery = None
@@ -256,6 +295,17 @@ class Supervisor:
                     child.state = ChildState.STOPPED
         if self._failure is not None:
             raise self._failure
+
+    async def _run_children(self, task_status: trio.TaskStatus[Supervisor]) -> None:
+        try:
+            await self._start_all()
+        except ActorError as err:
+            # Raised after the nursery closes, so the starter sees it unwrapped.
+            self._failure = err
+        else:
+            task_status.started(self)
+            await self._supervise()
+            await self._shutdown_children()
 
     async def _start_all(self) -> None:
         started: list[Child] = []
@@ -288,7 +338,11 @@ class Supervisor:
                     path=f"{self.path}/{child.id}",
                     parent=self,
                 )
-            await start_soon_and_wait(self._nursery, self._supervisor_incarnation, child)
+            self._starting = child
+            try:
+                await start_soon_and_wait(self._nursery, self._supervisor_incarnation, child)
+            finally:
+                self._starting = None
         else:
             if child.cell is None or str(child.cell.state) == "stopped":
                 child.cell = self.runtime.new_cell(
@@ -301,7 +355,11 @@ class Supervisor:
                 )
             child.cell.restarts = child.restarts
             child.cell.reopen()
-            await start_soon_and_wait(self._nursery, self._actor_incarnation, child)
+            self._starting = child
+            try:
+                await start_soon_and_wait(self._nursery, self._actor_incarnation, child)
+            finally:
+                self._starting = None
         child.state = ChildState.RUNNING
         child.started_at = trio.current_time()
         if enabled(logging.DEBUG):
@@ -328,12 +386,15 @@ class Supervisor:
                 except ActorError as err:
                     # A start that raises during a restart counts as a failure.
                     directive = self._decide(child, err)
-                    exit_ = Exit(
-                        ExitKind.CRASHED,
-                        f"start_failed:{err.code}",
-                        error=err,
-                        after=_after(directive),
-                    )
+                    if directive is None:  # cancelled meanwhile: the loop ends
+                        exit_ = Exit(ExitKind.CANCELLED, self.cancel_reason() or "cancelled")
+                    else:
+                        exit_ = Exit(
+                            ExitKind.CRASHED,
+                            f"start_failed:{err.code}",
+                            error=err,
+                            after=_after(directive),
+                        )
                     continue
                 child.started_at = trio.current_time()
         except ActorError as err:
@@ -347,6 +408,8 @@ class Supervisor:
                 if exit_ is None:
                     exit_ = Exit(ExitKind.CANCELLED, self.cancel_reason() or "cancelled")
                 self._report(child, exit_)
+            else:
+                self._never_started(child, starter)
 
     async def _supervisor_incarnation(self, child: Child, starter: Starter) -> None:
         """One run of a nested supervisor; reports how it ended."""
@@ -369,6 +432,21 @@ class Supervisor:
             child.running = False
             if status.done:
                 self._report(child, exit_)
+            else:
+                self._never_started(child, starter)
+
+    def _never_started(self, child: Child, starter: Starter) -> None:
+        """An incarnation ended before it started (cancelled): the starter gets
+        ``cancelled`` (a no-op if it already has its answer); nothing to report."""
+        starter.failed(
+            ActorError.from_code(
+                Code.CANCELLED,
+                self.cancel_reason() or "cancelled before it started",
+                actor=f"{self.path}/{child.id}",
+                delivered=False,
+            )
+        )
+        child.done.set()
 
     def _restart_in_place(self, child: Child, exit_: Exit) -> bool:
         """Whether this crash restarts at once in the child's own task (see above)."""
@@ -453,7 +531,8 @@ class Supervisor:
     async def _run_pending(self, child: Child) -> None:
         directive, error = child.pending, child.error
         child.pending, child.error = None, None
-        assert directive is not None and error is not None
+        if directive is None or error is None:
+            return  # nothing was decided (a cancel is under way)
         await self._execute(child, directive, error, child.delay)
 
     async def _execute(
@@ -473,8 +552,7 @@ class Supervisor:
             child.state = ChildState.STOPPED
             await self._fail(error)
         elif directive is Directive.ABORT:
-            child.state = ChildState.STOPPED
-            self.root().abort(f"abort:{error.code} from {self.path}/{child.id}", error=error)
+            child.state = ChildState.STOPPED  # the tree was aborted when this was decided
 
     async def _restart(self, child: Child, delay: float) -> None:
         """Restart per strategy: stop affected siblings now, start them after ``delay``."""
@@ -484,12 +562,19 @@ class Supervisor:
         else:
             index = self.children.index(child)
             others = self.children if strategy == "one_for_all" else self.children[index:]
+            # A sibling stopped for good (terminated, or a transient one that exited
+            # normally) stays stopped; a temporary one is never restarted.
+            group = [
+                c
+                for c in others
+                if c is child
+                or (c.spec.restart != "temporary" and c.state is not ChildState.STOPPED)
+            ]
             for sibling in reversed(others):
                 if sibling is not child and sibling.running:
                     await self._stop(sibling, reason=f"restart:{child.id}")
                     if sibling.spec.restart == "temporary":
                         self._child_stopped(sibling, f"restart:{child.id}")
-            group = [c for c in others if c is child or c.spec.restart != "temporary"]
         for member in group:
             member.state = ChildState.BACKING_OFF if delay > 0 else ChildState.RESTARTING
         if delay > 0:
@@ -505,11 +590,19 @@ class Supervisor:
             await self._start_group(group)
 
     async def _start_group(self, group: list[Child]) -> None:
-        """Start ``group`` in order; a start that raises counts as a failure of its own."""
-        if self._shutdown_requested or self._failure is not None:
-            return
+        """Start ``group`` in order; a start that raises counts as a failure of its own.
+
+        Before each member: nothing more starts once a shutdown, a failure or a cancel is
+        under way, and a member terminated meanwhile (``STOPPED``) stays stopped.
+        """
         for member in group:
+            if self._shutdown_requested or self._failure is not None:
+                return
+            if self.cancel_reason() is not None:
+                return
             if member not in self.children or member.running:
+                continue
+            if member.state is ChildState.STOPPED:
                 continue
             member.restarts += 1
             try:
@@ -627,6 +720,11 @@ class Supervisor:
             self._cancel_reason = reason
         self._shutdown_requested = True
         self._wakeup.set()
+        starting = self._starting
+        if starting is not None:
+            # A (re)start under way would hold the shutdown up for as long as its
+            # on_start takes: cancelled, it is not started (and nobody after it is).
+            self._kill(starting, f"shutdown:{starting.id}")
 
     def kill(self, reason: str) -> None:
         """Cancel the whole subtree now."""
@@ -661,10 +759,16 @@ class Supervisor:
         self._by_id[spec.id] = child
         return child
 
-    def _remove(self, child: Child) -> None:
+    def _remove(self, child: Child, reason: str = "removed") -> None:
+        """Forget ``child``; its slot (or subtree) is closed, so nothing it held — a
+        registered name, queued calls — outlives it."""
         if child in self.children:
             self.children.remove(child)
         self._by_id.pop(child.id, None)
+        if child.cell is not None:
+            child.cell.close(reason)
+        if child.sup is not None:
+            child.sup.close(reason)
 
     def _get(self, child_id: str) -> Child:
         child = self._by_id.get(child_id)
@@ -677,6 +781,7 @@ class Supervisor:
     async def start_child(self, spec: ChildSpec) -> ActorRef | None:
         """Add and start a dynamic child; returns its ref (``None`` for a supervisor)."""
         async with self._lock:
+            self._check_can_start()
             limit = self.spec.max_children
             if limit is not None and len(self.children) >= limit:
                 raise ActorError.from_code(
@@ -685,14 +790,65 @@ class Supervisor:
             child = self._add(spec, dynamic=True)
             try:
                 await self._start(child)
-            except ActorError:
-                self._remove(child)
+            except ActorError as err:
+                self._remove(child, f"start_failed:{err.code}")
+                raise
+            except BaseException:
+                # Cancelled: as with nursery.start, cancelled means not started.
+                with trio.CancelScope(shield=True):
+                    await self._undo_start(child)
                 raise
             return child.ref
 
+    def _check_can_start(self) -> None:
+        """``cancelled`` during a cancel, ``actor_stopped`` when the supervisor is not
+        running or is shutting down: nothing may start then."""
+        running = self._nursery is not None
+        reason = self.cancel_reason()
+        if reason is not None and running:
+            raise ActorError.from_code(Code.CANCELLED, reason, actor=self.path, delivered=False)
+        if not running or self._closing or self._shutdown_requested or self._failure is not None:
+            raise ActorError.from_code(
+                Code.ACTOR_STOPPED,
+                f"{self.path} is not running: no child can start",
+                actor=self.path,
+                delivered=False,
+            )
+
+    async def _undo_start(self, child: Child, *, remove: bool = True) -> None:
+        """A cancelled ``start_child`` / ``restart_child``: stop what began (bounded by
+        the child's cleanup budget) and close its slot; ``remove`` frees its id too."""
+        child.stopping = True
+        if child.cell is not None:
+            child.cell.stop_accepting()
+            child.cell.kill("start cancelled")
+            budget = child.cell.cleanup_budget
+        else:
+            budget = DEFAULT_CLEANUP_BUDGET
+            if child.sup is not None:
+                child.sup.kill("start cancelled")
+        with trio.move_on_after(budget):
+            await child.done.wait()
+        self._child_stopped(child, "start cancelled")
+        if remove:
+            self._remove(child, "start cancelled")
+
     async def terminate_child(self, child_id: str, *, reason: str = "terminated") -> None:
-        """Stop a child for good; its spec is kept (dropped for a temporary child)."""
+        """Stop a child for good; its spec is kept (dropped for a temporary child).
+
+        Once begun, the stop completes even if the caller is cancelled (the caller
+        leaves at once; the stop goes on in the supervisor's nursery).
+        """
         child = self._get(child_id)
+        if child.cell is not None:
+            child.cell.stop_accepting()  # from now on calls fail at once
+        nursery = self._nursery
+        if nursery is None:
+            await self._terminate(child, reason)
+        else:
+            await run_to_completion(nursery, self._terminate, child, reason)
+
+    async def _terminate(self, child: Child, reason: str) -> None:
         async with self._lock:
             await self._stop(child, reason=reason)
             self._child_stopped(child, reason)
@@ -701,6 +857,7 @@ class Supervisor:
         """Start a terminated child again (``child_running`` if it runs)."""
         child = self._get(child_id)
         async with self._lock:
+            self._check_can_start()
             if child.running:
                 raise ActorError.from_code(
                     Code.CHILD_RUNNING, f"{self.path}: {child_id!r} is running", actor=self.path
@@ -711,7 +868,15 @@ class Supervisor:
                     f"{self.path}: {child_id!r} is restarting",
                     actor=self.path,
                 )
-            await self._start(child)
+            try:
+                await self._start(child)
+            except ActorError as err:
+                self._child_stopped(child, f"start_failed:{err.code}")
+                raise
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self._undo_start(child, remove=False)
+                raise
             return child.ref
 
     async def delete_child(self, child_id: str) -> None:

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from actors import ActorError, ActorRef, open_runtime
+from actors.errors import cancel_in_effect
 from actors.nursery import open_nursery_unwrapped
 from actors.runtime import Runtime
 from supervisors.spec import SupervisorSpec
@@ -42,6 +43,13 @@ async def open_tree(
                     try:
                         yield tree
                     finally:
+                        if not body.cancel_called:
+                            # Leaving because a scope around the tree was cancelled (by an
+                            # exception or not): that is the tree's cancel, noted before
+                            # the shutdown below can claim the reason.
+                            reason = await cancel_in_effect()
+                            if reason is not None:
+                                tree.root.note_cancel(reason)
                         with trio.CancelScope(shield=True):
                             tree.root.request_shutdown(f"shutdown:/{name}")
                             await tree._done.wait()

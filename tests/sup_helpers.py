@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 
 from actors import Actor, ActorError
-from supervisors import Backoff, ChildSpec, SupervisorSpec
+from supervisors import Backoff, ChildSpec, Directive, Policy, SupervisorSpec
 
 NO_BACKOFF = Backoff(kind="fixed", initial=0.0, max=0.0)
+
+
+@attrs.frozen(kw_only=True)
+class SpyPolicy(Policy):
+    """Records every error it is asked about."""
+
+    asked: list[ActorError] = attrs.field(factory=list, eq=False)
+
+    def lookup(self, error: ActorError) -> Directive | None:
+        self.asked.append(error)
+        return super().lookup(error)
 
 
 class Worker(Actor):
@@ -56,3 +68,16 @@ def tree_spec(*children: ChildSpec, **options: Any) -> SupervisorSpec:
 
 def starts(journal: list[tuple[Any, ...]], name: str | None = None) -> list[float]:
     return [e[2] for e in journal if e[0] == "start" and (name is None or e[1] == name)]
+
+
+class SleepyTool(Actor):
+    """Sleeps 100 s on every call; ``"misbehave"`` raises ValueError from its Cancelled."""
+
+    async def handle(self, message: Any) -> Any:
+        try:
+            await trio.sleep(100)
+        except trio.Cancelled as cancelled:
+            if message == "misbehave":
+                raise ValueError("cleanup failed while cancelled") from cancelled
+            raise
+        return message

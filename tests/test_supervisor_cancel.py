@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -12,33 +11,10 @@ from trio.testing import MockClock
 
 from actors import Actor, ActorError, Code
 from actors.testing import capture_events
-from supervisors import ChildSpec, Policy, open_tree
-from supervisors.policy import Directive
-from tests.sup_helpers import tree_spec
+from supervisors import ChildSpec, open_tree
+from tests.sup_helpers import SleepyTool, SpyPolicy, tree_spec
 
-
-@attrs.frozen(kw_only=True)
-class SpyPolicy(Policy):
-    """Records every error it is asked about."""
-
-    asked: list[ActorError] = attrs.field(factory=list, eq=False)
-
-    def lookup(self, error: ActorError) -> Directive | None:
-        self.asked.append(error)
-        return super().lookup(error)
-
-
-class Tool(Actor):
-    """Sleeps on every call; on cancellation raises ValueError from its handler."""
-
-    async def handle(self, message: Any) -> Any:
-        try:
-            await trio.sleep(100)
-        except trio.Cancelled as cancelled:
-            if message == "misbehave":
-                raise ValueError("cleanup failed while cancelled") from cancelled
-            raise
-        return message
+Tool = SleepyTool
 
 
 async def test_failure_while_aborting_is_cancelled(autojump_clock: MockClock) -> None:

@@ -116,8 +116,9 @@ async def test_auto_shutdown_all_significant(autojump_clock: MockClock) -> None:
 
 
 def test_significant_permanent_child_is_rejected() -> None:
-    with pytest.raises(ValueError, match="permanent child cannot be significant"):
+    with pytest.raises(ActorError, match="permanent child cannot be significant") as caught:
         ChildSpec(id="x", actor=object, significant=True)  # type: ignore[arg-type]
+    assert caught.value.code is Code.CONFIG_INVALID
 
 
 def test_spec_from_toml() -> None:

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 import attrs
 import trio
 
-from actors.errors import ActorError, Code
+from actors.errors import ActorError, Code, Failure, fail
 from actors.redact import register_secret
 from actors.usage import Usage
 
@@ -148,8 +148,9 @@ class ProviderConfig:
             register_secret(key)
         return key
 
-    def check(self, request: LlmRequest) -> None:
-        """``capability_missing`` before any HTTP call, naming what is missing."""
+    def refusal(self, request: LlmRequest) -> Failure | None:
+        """``capability_missing`` as a value (naming what is missing), or ``None`` when
+        the model can serve ``request``. Decided before any HTTP call."""
         caps = self.capabilities(request.model)
         missing = []
         if request.tools and not caps.tools:
@@ -158,13 +159,20 @@ class ProviderConfig:
             missing.append("streaming")
         if request.estimated_prompt_tokens() + request.max_tokens > caps.context_window:
             missing.append(f"context window of {caps.context_window} tokens")
-        if missing:
-            raise ActorError.from_code(
-                Code.CAPABILITY_MISSING,
-                f"{self.name}/{request.model} lacks: {', '.join(missing)}",
-                provider=self.name,
-                model=request.model,
-            )
+        if not missing:
+            return None
+        return fail(
+            Code.CAPABILITY_MISSING,
+            f"{self.name}/{request.model} lacks: {', '.join(missing)}",
+            provider=self.name,
+            model=request.model,
+        )
+
+    def check(self, request: LlmRequest) -> None:
+        """Raise :meth:`refusal`'s ``capability_missing``, if any."""
+        failure = self.refusal(request)
+        if failure is not None:
+            raise failure.to_error()
 
 
 # --- messages to a provider actor ---------------------------------------------------
@@ -172,7 +180,10 @@ class ProviderConfig:
 
 @attrs.frozen
 class Complete:
-    """Call message: one non-streaming completion, answered with an :class:`LlmResponse`."""
+    """Call message: one non-streaming completion, answered with an :class:`LlmResponse`.
+
+    A bare :class:`LlmRequest` sent to a provider actor is read as ``Complete(request)``.
+    """
 
     request: LlmRequest
 

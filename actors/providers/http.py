@@ -7,8 +7,11 @@ A :class:`HttpProvider` owns one ``httpx.AsyncClient`` (opened in ``on_start``, 
 
 Rules every dialect inherits:
 
+* a bare :class:`~actors.providers.base.LlmRequest` is read as ``Complete(request)``;
 * a request needing a capability the model lacks fails with ``capability_missing``
-  before any HTTP call;
+  before any HTTP call, and a message that is not a provider message with
+  ``input_validation`` — both returned as values (:func:`actors.errors.fail`): they fail
+  that caller only, the actor goes on serving (no crash, no restart);
 * any httpx failure, any error status, any body that is not the dialect's shape is
   classified by :func:`actors.errors.classify` — no vendor error escapes;
 * the response body is read up to ``max_response_bytes`` (more: ``malformed_response``);
@@ -31,7 +34,7 @@ import httpx
 import trio
 
 from actors.actor import Actor
-from actors.errors import ActorError, Code, classify
+from actors.errors import ActorError, Code, classify, fail
 from actors.providers.base import (
     Complete,
     LlmRequest,
@@ -150,14 +153,30 @@ class HttpProvider(Actor):
     # --- messages ---------------------------------------------------------------------
 
     async def handle(self, message: Any) -> Any:
+        """Serve :class:`Complete` (or a bare :class:`LlmRequest`, its shorthand) and
+        :class:`Stream` as deferred replies.
+
+        A request the actor cannot serve fails only its caller, as a value — never a crash
+        of the actor: ``capability_missing`` when the model lacks what the request needs,
+        ``input_validation`` for a message that is not a provider message.
+        """
+        if isinstance(message, LlmRequest):
+            message = Complete(message)
         if isinstance(message, Complete):
-            self.config.check(message.request)
+            refusal = self.config.refusal(message.request)
+            if refusal is not None:
+                return refusal
             return self.defer(self._complete, message.request)
         if isinstance(message, Stream):
-            self.config.check(message.request)
+            refusal = self.config.refusal(message.request)
+            if refusal is not None:
+                return refusal
             return self.defer(self._stream, message.request, message.sink)
-        raise ActorError.from_code(
-            Code.BAD_REQUEST, f"{type(message).__name__} is not a provider message"
+        return fail(
+            Code.INPUT_VALIDATION,
+            f"{self.config.name}: {type(message).__name__} is not a provider message; "
+            "send Complete(request), Stream(request, sink) or an LlmRequest",
+            provider=self.config.name,
         )
 
     async def _complete(self, request: LlmRequest) -> LlmResponse:

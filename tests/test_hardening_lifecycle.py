@@ -1,0 +1,320 @@
+"""Nothing hangs, nothing is half-done (issue 9, items 7-11): every caller is answered,
+a stop or a start once cancelled leaves no zombie, cleanup always runs."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from trio.testing import MockClock
+
+from actors import Actor, ActorError, Code, open_runtime
+from supervisors import Backoff, ChildSpec, ChildState, open_tree
+from tests.sup_helpers import tree_spec
+
+JOURNAL: list[tuple[Any, ...]] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_journal() -> None:
+    JOURNAL.clear()
+
+
+class OneAtATime(Actor):
+    """Defers every call to work that sleeps ``message`` seconds; one deferred at once."""
+
+    max_deferred = 1
+
+    async def handle(self, message: Any) -> Any:
+        return self.defer(self._work, message)
+
+    async def _work(self, seconds: float) -> float:
+        await trio.sleep(seconds)
+        return seconds
+
+    async def on_stop(self, reason: str) -> None:
+        JOURNAL.append(("stop", reason, trio.current_time()))
+
+
+Outcome = tuple[Any, ...]
+
+
+async def _call(ref: Any, message: Any, out: list[Outcome], **options: Any) -> None:
+    try:
+        out.append(("ok", await ref.call(message, **options)))
+    except ActorError as err:
+        out.append((err.code, err.delivered, trio.current_time()))
+
+
+@pytest.mark.parametrize("how", ["stop", "abort"])
+async def test_a_call_waiting_for_a_deferred_slot_is_answered(
+    autojump_clock: MockClock, how: str
+) -> None:
+    """A is deferred (10 s), B waits for the only slot; a stop lets A and then B finish,
+    an abort cancels both: either way B's caller is answered."""
+    spec = tree_spec(ChildSpec(id="one", actor=OneAtATime, shutdown=100))
+    out: list[Outcome] = []
+    with pytest.raises(ActorError) if how == "abort" else _nothing():
+        async with open_tree(spec) as tree, trio.open_nursery() as nursery:
+            nursery.start_soon(partial(_call, tree.ref("one"), 10, out, timeout=None))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(partial(_call, tree.ref("one"), 3, out, timeout=None))
+            await trio.sleep(1)
+            if how == "stop":
+                await tree.ref("one").stop()
+            else:
+                tree.abort("abort at 1 s")
+    if how == "stop":
+        assert out == [("ok", 10), ("ok", 3)]
+        assert JOURNAL == [("stop", "normal", 13.0)]
+    else:
+        assert sorted(out) == [(Code.CANCELLED, True, 1.0)] * 2
+        assert JOURNAL == [("stop", "cancelled: abort at 1 s", 1.0)]
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class Stubborn(Actor):
+    """Its handler ignores stop requests: sleeps 100 s."""
+
+    async def handle(self, message: Any) -> Any:
+        await trio.sleep(100)
+
+    async def on_stop(self, reason: str) -> None:
+        JOURNAL.append(("stop", reason, trio.current_time()))
+
+
+async def test_a_cancelled_terminate_still_completes(autojump_clock: MockClock) -> None:
+    spec = tree_spec(ChildSpec(id="s", actor=Stubborn, shutdown=5))
+    out: list[Outcome] = []
+    async with open_tree(spec) as tree:
+        ref = tree.ref("s")
+        await ref.cast("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(1):
+            await ref.stop()
+        assert trio.current_time() == 1.0
+        await trio.sleep(10)
+        [info] = tree.root.which_children()
+        assert info.state is ChildState.STOPPED
+        assert str(ref.state) == "stopped"
+        await _call(ref, "x", out, timeout=None)
+    assert out == [(Code.ACTOR_STOPPED, False, 11.0)]
+    assert JOURNAL == [("stop", "shutdown:s", 5.0)]
+
+
+async def test_a_cancelled_runtime_stop_still_completes(autojump_clock: MockClock) -> None:
+    out: list[Outcome] = []
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Stubborn, name="s")
+        await ref.cast("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(1):
+            await ref.stop(timeout=5)
+        await trio.sleep(10)
+        assert str(ref.state) == "stopped"
+        assert runtime.whereis("s") is None
+        await _call(ref, "x", out, timeout=None)
+    assert out == [(Code.ACTOR_STOPPED, False, 11.0)]
+    assert JOURNAL == [("stop", "shutdown:s", 5.0)]
+
+
+class SlowStart(Actor):
+    async def on_start(self) -> None:
+        JOURNAL.append(("starting", trio.current_time()))
+        await trio.sleep(5)
+        JOURNAL.append(("started", trio.current_time()))
+
+    async def handle(self, message: Any) -> Any:
+        return message
+
+    async def on_stop(self, reason: str) -> None:
+        JOURNAL.append(("stop", reason))
+
+
+async def test_a_cancelled_start_child_does_not_start(autojump_clock: MockClock) -> None:
+    async with open_tree(tree_spec()) as tree:
+        with trio.move_on_after(1):
+            await tree.root.start_child(ChildSpec(id="late", actor=SlowStart))
+        await trio.sleep(10)
+        assert tree.root.which_children() == []
+        assert tree.root.count_children()["active"] == 0
+        # The id is free again, and a start that is not cancelled works.
+        ref = await tree.root.start_child(ChildSpec(id="late", actor=SlowStart))
+        assert ref is not None
+        assert await ref.call("hi") == "hi"
+    assert JOURNAL == [
+        ("starting", 0.0),
+        ("starting", 11.0),
+        ("started", 16.0),
+        ("stop", "shutdown"),
+    ]
+
+
+class Crashy(Actor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def on_start(self) -> None:
+        JOURNAL.append(("start", self.name, trio.current_time()))
+
+    async def handle(self, message: Any) -> Any:
+        raise ActorError.from_code(Code.TOOL_FAILED, f"{self.name} crashed")
+
+
+async def test_terminate_during_backoff_is_not_undone(autojump_clock: MockClock) -> None:
+    spec = tree_spec(
+        ChildSpec(id="a", actor=Crashy, args=("a",)),
+        backoff=Backoff(kind="fixed", initial=5.0, max=5.0),
+    )
+    async with open_tree(spec) as tree:
+        with pytest.raises(ActorError, match="a crashed"):
+            await tree.ref("a").call("x")
+        await trio.sleep(1)
+        await tree.root.terminate_child("a")
+        await trio.sleep(10)
+        assert [c.state for c in tree.root.which_children()] == [ChildState.STOPPED]
+        await tree.root.restart_child("a")
+    assert JOURNAL == [("start", "a", 0.0), ("start", "a", 11.0)]
+
+
+@pytest.mark.parametrize("strategy", ["one_for_all", "rest_for_one"])
+async def test_terminated_sibling_stays_stopped_in_a_group_restart(
+    autojump_clock: MockClock, strategy: str
+) -> None:
+    spec = tree_spec(*(ChildSpec(id=n, actor=Crashy, args=(n,)) for n in "abc"), strategy=strategy)
+    async with open_tree(spec) as tree:
+        await tree.root.terminate_child("c")
+        await trio.sleep(1)
+        with pytest.raises(ActorError, match="b crashed"):
+            await tree.ref("b").call("x")
+        await trio.sleep(1)
+        states = [(c.id, c.state) for c in tree.root.which_children()]
+    expected_a = 0.0 if strategy == "rest_for_one" else None
+    starts = [(e[1], e[2]) for e in JOURNAL]
+    assert ("c", 1.0) not in starts
+    assert starts.count(("b", 1.0)) == 1
+    assert (("a", 1.0) in starts) is (expected_a is None)
+    assert states == [
+        ("a", ChildState.RUNNING),
+        ("b", ChildState.RUNNING),
+        ("c", ChildState.STOPPED),
+    ]
+
+
+CLEANUPS: list[tuple[str, str]] = []
+
+
+class Holder(Actor):
+    """Holds a resource from on_start to on_stop; its handler sleeps."""
+
+    async def on_start(self) -> None:
+        CLEANUPS.append((self.ref.name, "open"))
+
+    async def handle(self, message: Any) -> Any:
+        await trio.sleep(100)
+
+    async def on_stop(self, reason: str) -> None:
+        CLEANUPS.append((self.ref.name, reason))
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("abort", "cancelled: abort now"),
+        ("brutal", "shutdown:h"),
+        ("stop-timeout", "shutdown:h"),
+        ("enclosing", "cancelled: outer"),
+    ],
+)
+async def test_on_stop_runs_on_every_exit_path(
+    autojump_clock: MockClock, how: str, reason: str
+) -> None:
+    CLEANUPS.clear()
+    shutdown: Any = "brutal" if how == "brutal" else 2.0
+    spec = tree_spec(ChildSpec(id="h", actor=Holder, shutdown=shutdown))
+    with trio.CancelScope() as outer:
+        try:
+            async with open_tree(spec) as tree:
+                await tree.ref("h").cast("busy")
+                await trio.testing.wait_all_tasks_blocked()
+                if how == "abort":
+                    tree.abort("abort now")
+                elif how == "enclosing":
+                    outer.cancel(reason="outer")
+                elif how == "stop-timeout":
+                    await tree.ref("h").stop()
+                await trio.sleep(1)
+        except ActorError as err:
+            assert err.code is Code.CANCELLED
+    assert [("root/h", "open"), ("root/h", reason)] == CLEANUPS
+
+
+async def test_on_stop_runs_after_a_runtime_shutdown_kill(autojump_clock: MockClock) -> None:
+    CLEANUPS.clear()
+    async with open_runtime(shutdown_timeout=1) as runtime:
+        ref = await runtime.spawn(Holder, name="h")
+        await ref.cast("busy")
+        await trio.testing.wait_all_tasks_blocked()
+    assert CLEANUPS == [("h", "open"), ("h", "shutdown:h")]
+    assert trio.current_time() == 1.0
+
+
+async def test_on_stop_is_bounded_by_the_cleanup_budget_when_killed(
+    autojump_clock: MockClock,
+) -> None:
+    class SlowCleanup(Holder):
+        async def on_stop(self, reason: str) -> None:
+            await trio.sleep(math.inf)
+
+    spec = tree_spec(ChildSpec(id="h", actor=SlowCleanup, shutdown="brutal"))
+    async with open_tree(spec) as tree:
+        await tree.ref("h").cast("busy")
+        await trio.testing.wait_all_tasks_blocked()
+    assert trio.current_time() == 5.0  # DEFAULT_CLEANUP_BUDGET
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["handler", "deferred"])
+async def test_a_timed_out_caller_with_propagate_cancel_cancels_the_work(
+    autojump_clock: MockClock, deferred: bool
+) -> None:
+    cancelled_at: list[float] = []
+
+    class Slow(Actor):
+        max_deferred = 1 if deferred else 0
+
+        async def handle(self, message: Any) -> Any:
+            if message == "quick":
+                return "quick"
+            return self.defer(self._work) if deferred else await self._work()
+
+        async def _work(self) -> str:
+            try:
+                await trio.sleep(100)
+            except trio.Cancelled:
+                cancelled_at.append(trio.current_time())
+                raise
+            return "done"
+
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Slow, name="slow")
+        with pytest.raises(ActorError, match="within the call timeout") as caught:
+            await ref.call("work", timeout=2, propagate_cancel=True)
+        assert (caught.value.code, caught.value.delivered) == (Code.CALL_TIMEOUT, True)
+        assert await ref.call("quick") == "quick"  # the actor goes on
+        with pytest.raises(ActorError, match="within the call timeout"):
+            await ref.call("work", timeout=1)  # without propagate_cancel: left running
+        await trio.sleep(1)
+    # The first work is cancelled when its caller times out; the second ran on until the
+    # runtime's shutdown (at 4 s) killed it after its 5 s timeout.
+    assert cancelled_at == [2.0, 9.0]
