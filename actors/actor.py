@@ -54,6 +54,7 @@ import trio
 
 from actors.errors import ActorError, Code
 from actors.mailbox import Envelope, State
+from actors.nursery import start_detached
 
 if TYPE_CHECKING:
     from actors.cell import ActorCell
@@ -308,7 +309,7 @@ class ActorRef:
             # From the actor's own handler (or deferred work): waiting here would wait for
             # ourselves. The stop goes on in the background; it takes effect after this
             # message.
-            cell.runtime.nursery.start_soon(cell.supervision.stop_child, cell, reason, timeout)
+            start_detached(cell.runtime.nursery, cell.supervision.stop_child, cell, reason, timeout)
             await trio.lowlevel.checkpoint()
             return
         await self._cell.supervision.stop_child(self._cell, reason, timeout)

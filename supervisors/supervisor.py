@@ -131,6 +131,7 @@ class Supervisor:
         self._lock = trio.Lock()
         self._shutdown_requested = False
         self._starting: Child | None = None  # the child whose start is under way
+        self._kill_pending: str | None = None  # killed before its run began
         self._closing = False  # the run is ending: no child may start
         for child_spec in spec.children:
             self._add(child_spec, dynamic=False)
@@ -269,6 +270,13 @@ class Supervisor:
         an escalated error when the supervisor gives up (its children already shut down),
         and ``cancelled`` when the tree was aborted.
         """
+        if self._kill_pending is not None:
+            raise ActorError.from_code(
+                Code.ACTOR_STOPPED,
+                f"{self.path} was stopped while starting",
+                actor=self.path,
+                delivered=False,
+            )
         self._cancel_reason = None
         self._failure = None
         self._shutdown_requested = False
@@ -338,6 +346,7 @@ class Supervisor:
                     path=f"{self.path}/{child.id}",
                     parent=self,
                 )
+            child.sup._kill_pending = None  # a fresh start forgets an earlier kill
             self._starting = child
             try:
                 await start_soon_and_wait(self._nursery, self._supervisor_incarnation, child)
@@ -727,11 +736,14 @@ class Supervisor:
             self._kill(starting, f"shutdown:{starting.id}")
 
     def kill(self, reason: str) -> None:
-        """Cancel the whole subtree now."""
+        """Cancel the whole subtree now (a kill before its run began stops the run
+        before any child starts)."""
         if self._cancel_reason is None:
             self._cancel_reason = reason
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel(reason=reason)
+        else:
+            self._kill_pending = reason
 
     def root(self) -> Supervisor:
         node = self

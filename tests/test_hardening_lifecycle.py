@@ -318,3 +318,44 @@ async def test_a_timed_out_caller_with_propagate_cancel_cancels_the_work(
     # The first work is cancelled when its caller times out; the second ran on until the
     # runtime's shutdown (at 4 s) killed it after its 5 s timeout.
     assert cancelled_at == [2.0, 9.0]
+
+
+class CancelAtSpawn(trio.abc.Instrument):
+    """Cancels ``scope`` the moment a child's incarnation task is spawned, before it runs."""
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if "incarnation" in task.name:
+            self.scope.cancel()
+
+
+@pytest.mark.parametrize("kind", ["worker", "supervisor"])
+async def test_start_child_cancelled_before_its_task_runs_starts_nothing(
+    autojump_clock: MockClock, kind: str
+) -> None:
+    """Whichever runs first — the starter seeing its cancel, or the child's task — the
+    child never starts (trio's batch order is random: ten trials)."""
+    spec = (
+        ChildSpec(id="late", actor=SlowStart)
+        if kind == "worker"
+        else ChildSpec(id="late", supervisor=tree_spec(ChildSpec(id="w", actor=SlowStart)))
+    )
+    for _ in range(10):
+        JOURNAL.clear()
+        async with open_tree(tree_spec()) as tree:
+            with trio.CancelScope() as scope:
+                instrument = CancelAtSpawn(scope)
+                trio.lowlevel.add_instrument(instrument)
+                try:
+                    await tree.root.start_child(spec)
+                finally:
+                    trio.lowlevel.remove_instrument(instrument)
+            assert scope.cancelled_caught
+            await trio.sleep(10)
+            assert tree.root.which_children() == []
+            assert len(tree.root.runtime) == 0
+        # Its on_start may have begun (as under nursery.start, the task may run before
+        # the starter sees its cancel); it was cancelled there: never started or stopped.
+        assert JOURNAL in ([], [("starting", trio.current_time() - 10)])
