@@ -69,9 +69,11 @@ class Supervision(Protocol):
 
     def cancel_reason(self) -> str | None: ...
 
-    def note_cancel(self, reason: str) -> None:
-        """A trio scope enclosing the subtree was cancelled: from now on ``cancel_reason``
-        answers ``reason`` (the first cancel noted wins)."""
+    def note_cancel(self, reason: str) -> str:
+        """A ``trio.Cancelled`` that its own scope did not ask for reached an incarnation:
+        returns the cancel reason in effect — the subtree's own (kill, abort) if there is
+        one, else ``reason``, recorded as the cancel of a scope around the tree (from
+        then on ``cancel_reason`` answers it)."""
 
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
         """Stop ``cell`` for good (``ActorRef.stop``) and return once it is closed."""
@@ -261,21 +263,25 @@ class ActorCell:
         trio_reason = await current_cancel_reason(exc)
         if trio_reason is None:
             return None
-        reason = self.supervision.cancel_reason()
-        if reason is None:
-            self.supervision.note_cancel(trio_reason)
-            reason = self.supervision.cancel_reason() or trio_reason
-        return reason
+        return self.supervision.note_cancel(trio_reason)
 
     def build(self) -> Actor:
         """A fresh instance from the factory, its ``ref`` set. A raising factory is a
         start failure like a raising ``on_start``: the typed error, cause kept."""
         try:
-            instance = self.factory()
+            instance: object = self.factory()  # a factory from untyped code may return anything
         except BaseException as exc:
             if _must_propagate(exc):
                 raise
             raise self._start_failed(exc) from exc
+        if not isinstance(instance, Actor):
+            err = ActorError.from_code(
+                Code.CONFIG_INVALID,
+                f"the factory of {self.path} returned {type(instance).__name__}, not an Actor",
+                actor=self.path,
+            )
+            _log.warning(EventName.ACTOR_START_FAILED, actor=self.path, error=err)
+            raise err
         instance.ref = self.ref
         return instance
 
@@ -632,6 +638,15 @@ class ActorCell:
             self._stopped.set()
         if enabled(_DEBUG):
             _log.debug(EventName.ACTOR_STOPPED, actor=self.path, reason=reason)
+
+    def revive(self) -> None:
+        """Open a slot closed for good again (``restart_child`` after ``terminate_child``):
+        the same ref and name, an empty mailbox. ``name_taken`` if the name was taken
+        meanwhile; ``actor_stopped`` if the runtime is closing."""
+        self.runtime.revive_cell(self)
+        self.state = CellState.STARTING
+        self.accepting = True
+        self._stopped = None
 
     def reopen(self) -> None:
         """Prepare a fresh start: accept messages again after :meth:`stop_accepting` (a

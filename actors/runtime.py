@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from actors.actor import DEFAULT_SHUTDOWN_TIMEOUT, Actor, ActorRef, CellState
+from actors.actor import DEFAULT_SHUTDOWN_TIMEOUT, Actor, ActorRef, CellState, seconds
 from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Supervision
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code, cancel_in_effect
@@ -61,8 +61,8 @@ class MinimalRestarts:
     def cancel_reason(self) -> str | None:
         return self.runtime.cancel_reason
 
-    def note_cancel(self, reason: str) -> None:
-        self.runtime.note_cancel(reason)
+    def note_cancel(self, reason: str) -> str:
+        return self.runtime.note_cancel(reason)
 
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
         await stop_cell(cell, reason, timeout)
@@ -113,11 +113,13 @@ class Runtime:
         #: Set when a trio scope around the runtime was cancelled (see :meth:`note_cancel`).
         self.cancel_reason: str | None = None
 
-    def note_cancel(self, reason: str) -> None:
+    def note_cancel(self, reason: str) -> str:
         """A scope around the runtime was cancelled: from now on every caller caught in
-        flight or in a queue gets ``cancelled`` with ``reason`` (the first one noted)."""
+        flight or in a queue gets ``cancelled`` with ``reason`` (the first one noted,
+        which is returned)."""
         if self.cancel_reason is None:
             self.cancel_reason = reason
+        return self.cancel_reason
 
     def __len__(self) -> int:
         """Actor slots that have not been closed."""
@@ -155,6 +157,15 @@ class Runtime:
         self._cells[cell] = None
         return cell
 
+    def revive_cell(self, cell: ActorCell) -> None:
+        """Register a closed slot again (:meth:`ActorCell.revive`)."""
+        if self.closing:
+            raise ActorError.from_code(
+                Code.ACTOR_STOPPED, f"runtime {self.name} is closing", delivered=False
+            )
+        self.registry.register(cell.name, cell.ref)
+        self._cells[cell] = None
+
     async def spawn(
         self,
         factory: Callable[[], Actor],
@@ -170,7 +181,13 @@ class Runtime:
         Returns once its ``on_start`` has returned. If ``on_start`` raises, this raises the
         typed error and the slot is gone (its name is free again). A crashed instance is
         restarted at once, up to ``max_restarts`` times over the slot's life.
+
+        Bad arguments fail with ``config_invalid`` naming the argument before anything
+        starts: ``name`` a non-empty string (or ``None``), ``max_restarts`` an int >= 0,
+        ``cleanup_budget`` a number of seconds >= 0 (``capacity`` / ``overflow``: see
+        :class:`~actors.mailbox.Mailbox`).
         """
+        _check_spawn(name, max_restarts, cleanup_budget)
         cell = self.new_cell(
             factory,
             supervision=MinimalRestarts(self, max_restarts),
@@ -270,6 +287,24 @@ async def _run_minimal(
                     break
     finally:
         cell.close(reason)
+
+
+def _check_spawn(name: object, max_restarts: object, cleanup_budget: object) -> None:
+    problems = []
+    if name is not None and (not isinstance(name, str) or not name):
+        problems.append(f"name must be a non-empty string or None, got {type(name).__name__}")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        problems.append(f"max_restarts must be an int >= 0, got {max_restarts!r:.40}")
+    try:
+        seconds(cleanup_budget)
+    except ActorError:
+        problems.append(
+            f"cleanup_budget must be a number of seconds >= 0, got {cleanup_budget!r:.40}"
+        )
+    if problems:
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, "invalid spawn: " + "; ".join(problems), delivered=False
+        )
 
 
 def _log_restarting(cell: ActorCell) -> None:

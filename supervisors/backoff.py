@@ -17,34 +17,58 @@ The exponent is the caller's business: supervisors reset it once a child has run
 
 from __future__ import annotations
 
+import math
 import random as _random
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
+
+from actors import ActorError, Code
 
 Kind = Literal["fixed", "linear", "exponential"]
 
 
-def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+def _number(low: float, high: float = math.inf) -> Callable[[object, Any, Any], None]:
+    """A finite real number (not a bool) within ``[low, high]``, else ``config_invalid``."""
+
+    def validator(_: object, attribute: attrs.Attribute[float], value: Any) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not low <= value <= high
+        ):
+            bounds = f">= {low:g}" if high == math.inf else f"within [{low:g}, {high:g}]"
+            shown = f"{value!r:.40}" if isinstance(value, int | float) else type(value).__name__
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID,
+                f"Backoff.{attribute.name} must be a finite number {bounds}, got {shown}",
+            )
+
+    return validator
+
+
+def _kind(_: object, attribute: attrs.Attribute[str], value: Any) -> None:
+    if value not in ("fixed", "linear", "exponential"):
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"Backoff.kind must be fixed, linear or exponential, got {value!r:.40}",
+        )
 
 
 @attrs.frozen(kw_only=True)
 class Backoff:
-    """A delay schedule. Frozen; ``random`` is excluded from equality."""
+    """A delay schedule. Frozen; ``random`` is excluded from equality. Every field is
+    checked when it is built: ``config_invalid`` names the one that is wrong."""
 
-    kind: Kind = "exponential"
-    initial: float = attrs.field(default=0.1, validator=_non_negative)
-    factor: float = attrs.field(default=2.0, validator=_non_negative)
-    step: float = attrs.field(default=0.0, validator=_non_negative)
-    max: float = attrs.field(default=30.0, validator=_non_negative)
-    jitter: float = attrs.field(
-        default=0.0,
-        validator=attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0)),
-    )
-    reset_after: float = attrs.field(default=60.0, validator=_non_negative)
+    kind: Kind = attrs.field(default="exponential", validator=_kind)
+    initial: float = attrs.field(default=0.1, validator=_number(0.0))
+    factor: float = attrs.field(default=2.0, validator=_number(0.0))
+    step: float = attrs.field(default=0.0, validator=_number(0.0))
+    max: float = attrs.field(default=30.0, validator=_number(0.0))
+    jitter: float = attrs.field(default=0.0, validator=_number(0.0, 1.0))
+    reset_after: float = attrs.field(default=60.0, validator=_number(0.0))
     random: Callable[[], float] = attrs.field(default=_random.random, eq=False, repr=False)
 
     def base(self, n: int) -> float:

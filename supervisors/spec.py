@@ -344,9 +344,14 @@ def _import_actor(value: Any) -> Any:
     if not colon or not module_name or not name:
         raise _Invalid(f"must be an import path 'package.module:Class', got {_show(value)}")
     try:
-        return getattr(importlib.import_module(module_name), name)
+        target = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as exc:
         raise _Invalid(f"cannot import {_show(value)}: {exc}") from exc
+    if not (isinstance(target, type) and issubclass(target, Actor)):
+        # A spec from a file may name only Actor classes: any other callable (os:system)
+        # would run with the spec's args. Factories are for specs built in code.
+        raise _Invalid(f"{_show(value)} is not an Actor subclass")
+    return target
 
 
 def _list_as_tuple(value: Any) -> Any:
@@ -440,6 +445,24 @@ def _optional(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 _CONVERTER = _converter()
 
 
+def _non_string_key(value: Any, path: str) -> str | None:
+    """The path of the first key that is not a string (JSON and TOML have none; a dict
+    built in code may), else ``None``."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path}[{key!r:.40}]"
+            found = _non_string_key(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _non_string_key(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
 def load_spec(data: Mapping[str, Any] | str) -> SupervisorSpec:
     """Structure a :class:`SupervisorSpec` from a mapping or a TOML document.
 
@@ -455,6 +478,9 @@ def load_spec(data: Mapping[str, Any] | str) -> SupervisorSpec:
     else:
         if not isinstance(raw, Mapping):
             raise _invalid("supervisor spec", [f"expected a table, got {_show(raw)}"])
+        odd_key = _non_string_key(raw, "$")
+        if odd_key is not None:
+            raise _invalid("supervisor spec", [f"keys must be strings @ {odd_key}"])
         try:
             return _CONVERTER.structure(raw, SupervisorSpec)
         except cattrs.BaseValidationError as exc:

@@ -37,7 +37,7 @@ from collections import deque
 import attrs
 import trio
 
-from actors import ActorError, ActorRef, Code
+from actors import ActorError, ActorRef, CellState, Code
 from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Exit, ExitKind
 from actors.errors import current_cancel_reason
 from actors.nursery import run_to_completion
@@ -126,6 +126,10 @@ class Supervisor:
         self._exits: deque[tuple[Child, Exit, bool]] = deque()
         self._wakeup = trio.Event()
         self._cancel_reason: str | None = None
+        # A hard cancel (a kill, an abort, a scope around the tree) trio-cancels tasks; a
+        # graceful shutdown only stops children. A scope around the tree overrides the
+        # reason of a graceful shutdown under way, never a hard cancel's.
+        self._cancel_hard = False
         self._failure: ActorError | None = None
         self._nursery: trio.Nursery | None = None
         self._lock = trio.Lock()
@@ -139,20 +143,39 @@ class Supervisor:
     # --- Supervision protocol (asked by actor cells) ------------------------------------
 
     def cancel_reason(self) -> str | None:
-        """The reason of a cancel under way for this subtree or any enclosing one."""
+        """The reason of a cancel under way for this subtree or any enclosing one: the
+        nearest hard cancel's (kill, abort, a scope around the tree), else the nearest
+        graceful shutdown's."""
+        graceful: str | None = None
         node: Supervisor | None = self
         while node is not None:
             if node._cancel_reason is not None:
+                if node._cancel_hard:
+                    return node._cancel_reason
+                if graceful is None:
+                    graceful = node._cancel_reason
+            node = node.parent
+        return graceful
+
+    def _hard_cancel_reason(self) -> str | None:
+        node: Supervisor | None = self
+        while node is not None:
+            if node._cancel_hard:
                 return node._cancel_reason
             node = node.parent
         return None
 
-    def note_cancel(self, reason: str) -> None:
-        """A trio scope around the tree was cancelled: the whole tree is cancelled with
-        ``reason`` (unless a cancel was already under way)."""
+    def note_cancel(self, reason: str) -> str:
+        """A ``trio.Cancelled`` reached a task of this subtree: returns the reason in
+        effect. If no hard cancel (kill, abort) covers the subtree, that Cancelled came
+        from a scope *around the tree*: the whole tree is cancelled with ``reason`` —
+        replacing the reason of a graceful shutdown under way."""
+        hard = self._hard_cancel_reason()
+        if hard is not None:
+            return hard
         root = self.root()
-        if root._cancel_reason is None:
-            root._cancel_reason = reason
+        root._cancel_reason, root._cancel_hard = reason, True
+        return reason
 
     def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
         child = self._child_of(cell)
@@ -278,6 +301,7 @@ class Supervisor:
                 delivered=False,
             )
         self._cancel_reason = None
+        self._cancel_hard = False
         self._failure = None
         self._shutdown_requested = False
         self._window.clear()
@@ -353,7 +377,11 @@ class Supervisor:
             finally:
                 self._starting = None
         else:
-            if child.cell is None or str(child.cell.state) == "stopped":
+            if child.cell is not None and child.cell.state is CellState.STOPPED:
+                # Terminated, now restarted: the same slot opens again, so refs taken
+                # before stay valid (the ref belongs to the slot).
+                child.cell.revive()
+            elif child.cell is None:
                 child.cell = self.runtime.new_cell(
                     child.spec.factory(),
                     supervision=self,
@@ -740,6 +768,7 @@ class Supervisor:
         before any child starts)."""
         if self._cancel_reason is None:
             self._cancel_reason = reason
+        self._cancel_hard = True
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel(reason=reason)
         else:
@@ -815,14 +844,18 @@ class Supervisor:
     def _check_can_start(self) -> None:
         """``cancelled`` during a cancel, ``actor_stopped`` when the supervisor is not
         running or is shutting down: nothing may start then."""
-        running = self._nursery is not None
-        reason = self.cancel_reason()
-        if reason is not None and running:
-            raise ActorError.from_code(Code.CANCELLED, reason, actor=self.path, delivered=False)
-        if not running or self._closing or self._shutdown_requested or self._failure is not None:
+        hard = self._hard_cancel_reason()
+        if hard is not None:
+            raise ActorError.from_code(Code.CANCELLED, hard, actor=self.path, delivered=False)
+        if (
+            self._nursery is None
+            or self._closing
+            or self._shutdown_requested
+            or self._failure is not None
+        ):
             raise ActorError.from_code(
                 Code.ACTOR_STOPPED,
-                f"{self.path} is not running: no child can start",
+                f"{self.path} is shutting down or not running: no child can start",
                 actor=self.path,
                 delivered=False,
             )

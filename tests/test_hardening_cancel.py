@@ -339,3 +339,82 @@ async def test_leaving_during_a_hung_group_restart_is_prompt(
             await trio.sleep(0.5)
         assert trio.current_time() == 1.5
     assert [c.state for c in tree.root.which_children()] == ["stopped"] * 3
+
+
+class Network(Actor):
+    """``"crash"`` raises ``network``; ``"slow"`` sleeps 100 s; on_start sleeps 1 s when
+    its name ends with ``slowstart``."""
+
+    async def on_start(self) -> None:
+        if self.ref.name.endswith("slowstart"):
+            await trio.sleep(1)
+
+    async def handle(self, message: Any) -> Any:
+        if message == "crash":
+            raise ActorError.from_code(Code.NETWORK, "down")
+        if message == "slow":
+            await trio.sleep(100)
+        return message
+
+
+@pytest.mark.parametrize("how", ["terminate", "start_child", "sub_abort"])
+async def test_a_killed_nested_supervisor_never_cancels_the_rest_of_the_tree(
+    autojump_clock: MockClock, how: str
+) -> None:
+    """Its own kill trio-cancels only its subtree: a sibling outside it still fails,
+    is decided on and restarts, and new children still start."""
+    sub = tree_spec(ChildSpec(id="w", actor=Network))
+    spec = tree_spec(
+        ChildSpec(id="a", actor=Network), ChildSpec(id="sub", supervisor=sub, shutdown=1)
+    )
+    with capture_events("supervisor.decision") as decisions:
+        async with trio.open_nursery() as outside, open_tree(spec) as tree:
+            if how == "terminate":
+                outside.start_soon(_call, tree.ref("sub", "w"), "slow", [], None)
+                await trio.testing.wait_all_tasks_blocked()
+                await tree.root.terminate_child("sub")  # w is killed after 1 s
+            elif how == "start_child":
+                slow = tree_spec(ChildSpec(id="slowstart", actor=Network))
+                with trio.move_on_after(0.5):
+                    await tree.root.start_child(ChildSpec(id="d", supervisor=slow))
+            else:
+                tree.root.child("sub").abort("R")
+            await trio.sleep(1)
+            with pytest.raises(ActorError, match="down") as caught:
+                await tree.ref("a").call("crash")
+            assert caught.value.code is Code.NETWORK
+            await trio.sleep(1)
+            assert await tree.ref("a").call("hi") == "hi"
+            assert (
+                await (await tree.root.start_child(ChildSpec(id="e", actor=Network))).call("x")
+                == "x"
+            )
+            restarts = {c.id: c.restarts for c in tree.root.which_children()}
+    assert restarts["a"] == 1
+    assert [(d["child"], d["directive"]) for d in decisions if d["child"] == "a"] == [
+        ("a", "restart")
+    ]
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.0])
+async def test_a_cancel_around_the_tree_during_its_graceful_shutdown_has_its_own_reason(
+    autojump_clock: MockClock, delay: float
+) -> None:
+    """Leaving the block starts a graceful shutdown (the in-flight call may finish); a
+    cancel of the scope around the tree meanwhile cancels for real, with its reason."""
+    outcomes: list[Outcome] = []
+    async with trio.open_nursery() as outside:
+        with trio.CancelScope() as scope:
+
+            async def cancel_later() -> None:
+                await trio.sleep(1 + delay)
+                scope.cancel(reason="late")
+
+            outside.start_soon(cancel_later)
+            async with open_tree(tree_spec(ChildSpec(id="tool", actor=Tool))) as tree:
+                outside.start_soon(_call, tree.ref("tool"), "work", outcomes, None)
+                await trio.sleep(1)
+        left = trio.current_time()
+    assert outcomes == [(Code.CANCELLED, "late", True)]
+    assert STOPS == [("root/tool", "cancelled: late")]
+    assert left == 1.0 + delay

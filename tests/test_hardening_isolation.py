@@ -308,3 +308,50 @@ async def test_a_nested_calls_cancelled_resumes_the_actor(autojump_clock: MockCl
     assert [(d["child"], d["code"], d["directive"]) for d in decisions] == [
         ("outer", "cancelled", "resume")
     ]
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"cleanup_budget": "x"}, "cleanup_budget must be a number of seconds >= 0, got 'x'"),
+        ({"cleanup_budget": math.nan}, "cleanup_budget must be a number of seconds >= 0, got nan"),
+        ({"cleanup_budget": -1}, "cleanup_budget must be a number of seconds >= 0, got -1"),
+        ({"max_restarts": "x"}, "max_restarts must be an int >= 0, got 'x'"),
+        ({"max_restarts": -1}, "max_restarts must be an int >= 0, got -1"),
+        ({"max_restarts": 1.5}, "max_restarts must be an int >= 0, got 1.5"),
+        ({"max_restarts": True}, "max_restarts must be an int >= 0, got True"),
+        ({"name": ""}, "name must be a non-empty string or None, got str"),
+        ({"name": 5}, "name must be a non-empty string or None, got int"),
+    ],
+)
+async def test_bad_spawn_arguments_are_refused_before_anything_starts(
+    autojump_clock: MockClock, options: dict[str, Any], problem: str
+) -> None:
+    async with open_runtime() as runtime:
+        other = await runtime.spawn(Echo, name="other")
+        with pytest.raises(ActorError) as caught:
+            await runtime.spawn(BadInit, **options)
+        assert (caught.value.code, caught.value.message) == (
+            Code.CONFIG_INVALID,
+            f"invalid spawn: {problem}",
+        )
+        assert BadInit.built == 0
+        assert await other.call("fine") == "fine"
+        assert len(runtime) == 1
+
+
+@pytest.mark.parametrize("returned", [None, 5, object()], ids=["None", "int", "object"])
+async def test_a_factory_returning_a_non_actor_is_a_typed_start_failure(
+    autojump_clock: MockClock, returned: Any
+) -> None:
+    async with open_runtime() as runtime:
+        with pytest.raises(ActorError, match=r"returned .*, not an Actor") as caught:
+            await runtime.spawn(lambda: returned, name="odd")
+        assert caught.value.code is Code.CONFIG_INVALID
+        assert runtime.whereis("odd") is None
+    spec = tree_spec(ChildSpec(id="odd", actor=lambda: returned))
+    with pytest.raises(ActorError, match="child 'odd' failed to start") as tree_error:
+        async with open_tree(spec):
+            pytest.fail("must not start")  # pragma: no cover
+    cause = tree_error.value.__cause__
+    assert isinstance(cause, ActorError) and cause.code is Code.CONFIG_INVALID

@@ -359,3 +359,25 @@ async def test_start_child_cancelled_before_its_task_runs_starts_nothing(
         # Its on_start may have begun (as under nursery.start, the task may run before
         # the starter sees its cancel); it was cancelled there: never started or stopped.
         assert JOURNAL in ([], [("starting", trio.current_time() - 10)])
+
+
+async def test_a_ref_stays_valid_across_terminate_and_restart_child(
+    autojump_clock: MockClock,
+) -> None:
+    """The ref belongs to the slot: terminating closes it, restarting opens it again."""
+
+    class Echo(Actor):
+        async def handle(self, message: Any) -> Any:
+            return message
+
+    async with open_tree(tree_spec(ChildSpec(id="x", actor=Echo))) as tree:
+        ref = tree.ref("x")
+        await tree.root.terminate_child("x")
+        with pytest.raises(ActorError, match="is stopped") as caught:
+            await ref.call("while terminated")
+        assert caught.value.code is Code.ACTOR_STOPPED
+        assert tree.root.runtime.whereis("root/x") is None
+        restarted = await tree.root.restart_child("x")
+        assert restarted is ref
+        assert await ref.call("again") == "again"
+        assert tree.root.runtime.whereis("root/x") is ref

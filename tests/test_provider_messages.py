@@ -8,6 +8,7 @@ on serving, and the tree does not fail. A bare ``LlmRequest`` is read as
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,7 +22,9 @@ from actors.providers import (
     Capabilities,
     Complete,
     HttpProvider,
+    LlmRequest,
     LlmResponse,
+    Message,
     ProviderConfig,
     Stream,
     StreamEvent,
@@ -112,3 +115,49 @@ async def test_capability_missing_fails_only_its_caller(
         assert tree.root.which_children()[0].restarts == 0
         assert server.count() == 1  # refused before any HTTP call
         assert str(await breaker.state_of("alpha")) == "closed"
+
+
+OK_MESSAGE = Message(role="user", content="hi")
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: LlmRequest(model=None, messages=[OK_MESSAGE]), "LlmRequest.model"),  # type: ignore[arg-type]
+        (lambda: LlmRequest(model="", messages=[OK_MESSAGE]), "LlmRequest.model"),
+        (lambda: LlmRequest(model="m", messages="abc"), "LlmRequest.messages"),  # type: ignore[arg-type]
+        (lambda: LlmRequest(model="m", messages=[]), "LlmRequest.messages"),
+        (lambda: LlmRequest(model="m", messages=[{"role": "user"}]), "LlmRequest.messages"),  # type: ignore[list-item]
+        (
+            lambda: LlmRequest(model="m", messages=[OK_MESSAGE], max_tokens=-1),
+            "LlmRequest.max_tokens",
+        ),
+        (
+            lambda: LlmRequest(model="m", messages=[OK_MESSAGE], max_tokens=True),
+            "LlmRequest.max_tokens",
+        ),
+        (
+            lambda: LlmRequest(model="m", messages=[OK_MESSAGE], temperature=math.nan),
+            "LlmRequest.temperature",
+        ),
+        (lambda: LlmRequest(model="m", messages=[OK_MESSAGE], tools=["t"]), "LlmRequest.tools"),  # type: ignore[list-item]
+        (lambda: LlmRequest(model="m", messages=[OK_MESSAGE], stream="yes"), "LlmRequest.stream"),  # type: ignore[arg-type]
+        (lambda: Message(role="wizard", content="x"), "Message.role"),  # type: ignore[arg-type]
+        (lambda: Message(role="user", content=5), "Message.content"),  # type: ignore[arg-type]
+        (lambda: ToolSpec(name=""), "ToolSpec.name"),
+        (lambda: Complete("x"), "Complete.request"),  # type: ignore[arg-type]
+        (lambda: Complete(None), "Complete.request"),  # type: ignore[arg-type]
+        (lambda: Stream(REQUEST, None), "Stream.sink"),  # type: ignore[arg-type]
+        (lambda: Stream("x", None), "Stream.request"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_malformed_request_is_refused_when_it_is_built(build: Any, field: str) -> None:
+    """Before anything is sent or queued: a provider actor never sees it."""
+    with pytest.raises(ActorError, match=rf"^\[input_validation\] {field} must be") as caught:
+        build()
+    assert caught.value.code is Code.INPUT_VALIDATION
+
+
+def test_a_valid_request_keeps_its_lists_as_tuples() -> None:
+    request = LlmRequest(model="m", messages=[OK_MESSAGE], tools=[ToolSpec(name="t")])
+    assert (request.messages, request.tools) == ((OK_MESSAGE,), (ToolSpec(name="t"),))

@@ -118,18 +118,26 @@ def test_supervisor_spec_refuses_a_bad_field(field: str, value: Any, problem: st
 
 
 @pytest.mark.parametrize(
-    ("backoff", "problem"),
+    ("fields", "problem"),
     [
-        (Backoff(initial=math.nan), "initial must be a finite number >= 0, got nan"),
-        (Backoff(max=math.inf), "max must be a finite number >= 0, got inf"),
-        (Backoff(reset_after=math.inf), "reset_after must be a finite number >= 0, got inf"),
+        ({"initial": math.nan}, "initial must be a finite number >= 0, got nan"),
+        ({"initial": -1}, "initial must be a finite number >= 0, got -1"),
+        ({"initial": "1"}, "initial must be a finite number >= 0, got str"),
+        ({"factor": True}, "factor must be a finite number >= 0, got True"),
+        ({"max": math.inf}, "max must be a finite number >= 0, got inf"),
+        ({"reset_after": math.inf}, "reset_after must be a finite number >= 0, got inf"),
+        ({"jitter": 5}, "jitter must be a finite number within [0, 1], got 5"),
+        ({"kind": "random"}, "kind must be fixed, linear or exponential, got 'random'"),
     ],
 )
-def test_supervisor_spec_refuses_a_backoff_with_unsound_numbers(
-    backoff: Backoff, problem: str
+def test_a_backoff_with_unsound_numbers_is_refused_when_built(
+    fields: dict[str, Any], problem: str
 ) -> None:
-    assert _refusal(SupervisorSpec, backoff=backoff) == (
-        f"invalid supervisor spec: backoff.{problem}"
+    with pytest.raises(ActorError) as caught:
+        Backoff(**fields)
+    assert (caught.value.code, caught.value.message) == (
+        Code.CONFIG_INVALID,
+        f"Backoff.{problem}",
     )
 
 
@@ -440,3 +448,29 @@ def test_error_messages_stay_short_for_huge_values() -> None:
     message = _refusal(_child, capacity="x" * 10_000)
     assert len(message) < 200
     assert re.search(r"capacity must be an integer >= 1, got 'x{56}\.\.\.$", message)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (
+            {"children": [{"id": "a", "actor": "os:system", "args": ["echo pwned"]}]},
+            "'os:system' is not an Actor subclass @ $.children[0].actor",
+        ),
+        (
+            {"children": [{"id": "a", "actor": "builtins:print"}]},
+            "'builtins:print' is not an Actor subclass @ $.children[0].actor",
+        ),
+        ({1: 2}, "keys must be strings @ $[1]"),
+        ({"children": [{"id": "a", 3: 4}]}, "keys must be strings @ $.children[0][3]"),
+    ],
+    ids=["os-system", "print", "int-key", "nested-int-key"],
+)
+def test_untrusted_specs_name_only_actor_classes(data: Any, problem: str) -> None:
+    """A spec from a file names Actor classes only: no other callable runs with its args."""
+    with pytest.raises(ActorError) as caught:
+        load_spec(data)
+    assert (caught.value.code, caught.value.message) == (
+        Code.CONFIG_INVALID,
+        f"invalid supervisor spec: {problem}",
+    )

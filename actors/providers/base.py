@@ -7,10 +7,11 @@ on a vendor's JSON. Adapters (:mod:`actors.providers.openai`,
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import attrs
 import trio
@@ -20,15 +21,66 @@ from actors.redact import register_secret
 from actors.usage import Usage
 
 Role = Literal["system", "user", "assistant", "tool"]
+ROLES: Final = ("system", "user", "assistant", "tool")
+
+# --- validation of what callers build ----------------------------------------------
+# The request-side types check their fields when built: a malformed request fails its
+# builder with ``input_validation`` naming the field, before anything is sent or queued
+# (a provider actor would otherwise trip over it mid-request). Values are not echoed:
+# message content is the user's payload.
+
+
+def _expect(expected: str, ok: Callable[[Any], bool]) -> Callable[[Any, Any, Any], None]:
+    def validator(instance: Any, attribute: Any, value: Any) -> None:
+        if not ok(value):
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION,
+                f"{type(instance).__name__}.{attribute.name} must be {expected}, "
+                f"got {type(value).__name__}",
+            )
+
+    return validator
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _all(kind: type) -> Callable[[Any], bool]:
+    return lambda value: all(isinstance(item, kind) for item in value)
+
+
+def _as_tuple(value: Any) -> Any:
+    """Lists and tuples become tuples; anything else (a string, a dict) is kept as it is
+    for the validator to refuse, rather than splitting it into pieces."""
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def _tuple_of(kind: type) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, tuple) and _all(kind)(value)
+
+
+def _optional(ok: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or ok(value)
+
+
+def _mapping(value: Any) -> bool:
+    return isinstance(value, Mapping)
 
 
 @attrs.frozen(kw_only=True)
 class ToolSpec:
     """A tool the model may call; ``parameters`` is a JSON schema."""
 
-    name: str
-    description: str = ""
-    parameters: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    name: str = attrs.field(validator=_expect("a non-empty string", _name))
+    description: str = attrs.field(default="", validator=_expect("a string", _text))
+    parameters: Mapping[str, Any] = attrs.field(
+        factory=lambda: {"type": "object"}, validator=_expect("a mapping", _mapping)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -42,23 +94,67 @@ class ToolCall:
 
 @attrs.frozen(kw_only=True)
 class Message:
-    role: Role
-    content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None
+    role: Role = attrs.field(
+        validator=_expect(f"one of {', '.join(ROLES)}", lambda value: value in ROLES)
+    )
+    content: str = attrs.field(default="", validator=_expect("a string", _text))
+    tool_calls: tuple[ToolCall, ...] = attrs.field(
+        default=(),
+        converter=_as_tuple,
+        validator=_expect("a list of ToolCall", _tuple_of(ToolCall)),
+    )
+    tool_call_id: str | None = attrs.field(
+        default=None, validator=_expect("a string or None", _optional(_text))
+    )
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _temperature(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
 
 
 @attrs.frozen(kw_only=True)
 class LlmRequest:
-    model: str
-    messages: tuple[Message, ...] = attrs.field(converter=tuple)
-    tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=tuple)
-    tool_choice: str | None = None
-    max_tokens: int = 1024
-    temperature: float | None = None
-    response_format: Mapping[str, Any] | None = None
-    stream: bool = False
-    metadata: Mapping[str, str] = attrs.field(factory=dict)
+    """One model request. Every field is checked when it is built: a malformed one
+    raises ``input_validation`` naming the field (``LlmRequest.messages must be a
+    non-empty list of Message, got str``)."""
+
+    model: str = attrs.field(validator=_expect("a non-empty string", _name))
+    messages: tuple[Message, ...] = attrs.field(
+        converter=_as_tuple,
+        validator=_expect(
+            "a non-empty list of Message",
+            lambda value: isinstance(value, tuple) and bool(value) and _all(Message)(value),
+        ),
+    )
+    tools: tuple[ToolSpec, ...] = attrs.field(
+        default=(),
+        converter=_as_tuple,
+        validator=_expect("a list of ToolSpec", _tuple_of(ToolSpec)),
+    )
+    tool_choice: str | None = attrs.field(
+        default=None, validator=_expect("a string or None", _optional(_text))
+    )
+    max_tokens: int = attrs.field(default=1024, validator=_expect("an integer >= 1", _positive_int))
+    temperature: float | None = attrs.field(
+        default=None, validator=_expect("None or a finite number >= 0", _temperature)
+    )
+    response_format: Mapping[str, Any] | None = attrs.field(
+        default=None, validator=_expect("a mapping or None", _optional(_mapping))
+    )
+    stream: bool = attrs.field(
+        default=False, validator=_expect("a bool", lambda value: isinstance(value, bool))
+    )
+    metadata: Mapping[str, str] = attrs.field(
+        factory=dict, validator=_expect("a mapping", _mapping)
+    )
 
     def estimated_prompt_tokens(self) -> int:
         """A rough count (4 characters a token) for limits and context checks."""
@@ -185,7 +281,9 @@ class Complete:
     A bare :class:`LlmRequest` sent to a provider actor is read as ``Complete(request)``.
     """
 
-    request: LlmRequest
+    request: LlmRequest = attrs.field(
+        validator=_expect("an LlmRequest", lambda value: isinstance(value, LlmRequest))
+    )
 
 
 @attrs.frozen
@@ -193,8 +291,15 @@ class Stream:
     """Call message: stream the answer into ``sink`` (backpressure), then answer with the
     assembled :class:`LlmResponse`."""
 
-    request: LlmRequest
-    sink: trio.MemorySendChannel[StreamEvent]
+    request: LlmRequest = attrs.field(
+        validator=_expect("an LlmRequest", lambda value: isinstance(value, LlmRequest))
+    )
+    sink: trio.MemorySendChannel[StreamEvent] = attrs.field(
+        validator=_expect(
+            "a trio.MemorySendChannel",
+            lambda value: isinstance(value, trio.MemorySendChannel),
+        )
+    )
 
 
 class LlmProvider(Protocol):
