@@ -54,7 +54,6 @@ import trio
 
 from actors.errors import ActorError, Code
 from actors.mailbox import Envelope, State
-from actors.nursery import start_detached
 
 if TYPE_CHECKING:
     from actors.cell import ActorCell
@@ -306,10 +305,13 @@ class ActorRef:
             timeout = seconds(timeout)
         cell = self._cell
         if cell.serving_here():
-            # From the actor's own handler (or deferred work): waiting here would wait for
-            # ourselves. The stop goes on in the background; it takes effect after this
-            # message.
-            start_detached(cell.runtime.nursery, cell.supervision.stop_child, cell, reason, timeout)
+            # From the actor's own task (on_start, a handler, deferred work, a cleanup
+            # hook): waiting here would wait for ourselves. Marked now — no new message
+            # is taken, queued ones get actor_stopped — and the incarnation ends after
+            # the current message, as a termination.
+            cell.stop_accepting()
+            cell.request_exit(reason)
+            cell.supervision.terminating(cell)
             await trio.lowlevel.checkpoint()
             return
         await self._cell.supervision.stop_child(self._cell, reason, timeout)

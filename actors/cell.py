@@ -78,6 +78,10 @@ class Supervision(Protocol):
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
         """Stop ``cell`` for good (``ActorRef.stop``) and return once it is closed."""
 
+    def terminating(self, cell: ActorCell) -> None:
+        """``cell`` stops itself for good (``ActorRef.stop`` from its own task, which
+        cannot wait for itself): its coming exit is a termination, never restarted."""
+
 
 class ExitKind(enum.StrEnum):
     NORMAL = "normal"  # a stop was requested and the instance finished
@@ -212,7 +216,13 @@ class ActorCell:
         propagates, after that scope's cancel was noted on the supervision.
         """
         self._suppressed = None
-        self._task = trio.lowlevel.current_task()
+        self._task = trio.lowlevel.current_task()  # kept until the cleanup hook has run
+        try:
+            return await self._incarnation(task_status)
+        finally:
+            self._task = None
+
+    async def _incarnation(self, task_status: trio.TaskStatus[ActorRef]) -> Exit:
         instance: Actor | None = None
         try:
             with trio.CancelScope() as scope:
@@ -227,19 +237,19 @@ class ActorCell:
                     exit_ = await self._serve_with_deferred(instance)
                 else:
                     exit_ = await self._serve(instance)
-                self._scope = self._task = None
+                self._scope = None
                 self._end_incarnation(None)  # work a crash cancelled: outcome_unknown
                 await self._after_exit(instance, exit_)
                 return exit_
         except BaseException as exc:
-            self._scope = self._task = None
+            self._scope = None
             reason = await self._cancelled_by(exc)
             self._end_incarnation(reason)
             if reason is not None and instance is not None:
                 await self._cleanup(instance, "on_stop", f"cancelled: {reason}")
             raise
         # Only our own scope was cancelled: a kill (stop timeout, brutal shutdown).
-        self._scope = self._task = None
+        self._scope = None
         reason = self._kill_reason or self.stop_reason or "killed"
         self._end_incarnation(None)
         if instance is None:

@@ -64,6 +64,9 @@ class MinimalRestarts:
     def note_cancel(self, reason: str) -> str:
         return self.runtime.note_cancel(reason)
 
+    def terminating(self, cell: ActorCell) -> None:
+        """Nothing to do: the cell no longer accepts, so it is not restarted."""
+
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
         await stop_cell(cell, reason, timeout)
 
@@ -274,8 +277,9 @@ async def _run_minimal(
             reason = f"start_failed:{err.code}"
             return
         reason = exit_.reason
-        while exit_.after is AfterCrash.RESTART:
-            if cell.restarts and cell.accepting:
+        # A stop requested meanwhile (refusing new messages) cancels a decided restart.
+        while exit_.after is AfterCrash.RESTART and cell.accepting:
+            if cell.restarts:
                 _log_restarting(cell)
             try:
                 exit_ = await cell.run_incarnation()

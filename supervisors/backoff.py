@@ -36,7 +36,7 @@ def _number(low: float, high: float = math.inf) -> Callable[[object, Any, Any], 
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
-            or not math.isfinite(value)
+            or not _finite(value)
             or not low <= value <= high
         ):
             bounds = f">= {low:g}" if high == math.inf else f"within [{low:g}, {high:g}]"
@@ -47,6 +47,14 @@ def _number(low: float, high: float = math.inf) -> Callable[[object, Any, Any], 
             )
 
     return validator
+
+
+def _finite(value: float) -> bool:
+    """``math.isfinite``, and ``False`` for an int too large for a float."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _kind(_: object, attribute: attrs.Attribute[str], value: Any) -> None:

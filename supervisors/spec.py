@@ -345,9 +345,9 @@ def _import_actor(value: Any) -> Any:
         raise _Invalid(f"must be an import path 'package.module:Class', got {_show(value)}")
     try:
         target = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as exc:
-        raise _Invalid(f"cannot import {_show(value)}: {exc}") from exc
-    if not (isinstance(target, type) and issubclass(target, Actor)):
+    except (Exception, SystemExit) as exc:
+        raise _Invalid(f"cannot import {_show(value)}: {exc or type(exc).__name__}") from exc
+    if not (isinstance(target, type) and issubclass(target, Actor)) or target is Actor:
         # A spec from a file may name only Actor classes: any other callable (os:system)
         # would run with the spec's args. Factories are for specs built in code.
         raise _Invalid(f"{_show(value)} is not an Actor subclass")

@@ -91,6 +91,7 @@ class Child:
         self.sup: Supervisor | None = None
         self.done: trio.Event = trio.Event()
         self.stopping = False  # we asked it to stop; its exit is not a failure
+        self.terminating = False  # it stopped itself for good (ref.stop() from inside)
         self.running = False  # an incarnation task is alive
         self.pending: Directive | None = None  # decided in the child's task, run in ours
         self.delay = 0.0  # backoff before the pending restart
@@ -177,8 +178,16 @@ class Supervisor:
         root._cancel_reason, root._cancel_hard = reason, True
         return reason
 
+    def terminating(self, cell: ActorCell) -> None:
+        """The actor stops itself for good (``ref.stop()`` from its own task): its coming
+        exit is a termination — not restarted, whatever its restart type."""
+        self._child_of(cell).terminating = True
+
     def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
         child = self._child_of(cell)
+        if child.terminating:
+            self._decide(child, error, Directive.STOP)  # stopping itself: no restart
+            return AfterCrash.STOP
         if error.code is Code.CANCELLED:
             # Not our subtree's cancel (that is checked first): a cancellation from
             # elsewhere (a nested call into a cancelled tree) crossed in as an error. That
@@ -305,6 +314,7 @@ class Supervisor:
         self._failure = None
         self._shutdown_requested = False
         self._window.clear()
+        self._exits.clear()  # a previous run's exits are not this run's business
         self._closing = False
         try:
             async with trio.open_nursery() as nursery:
@@ -361,6 +371,7 @@ class Supervisor:
         assert self._nursery is not None
         child.state = ChildState.RESTARTING if child.restarts else ChildState.RUNNING
         child.stopping = False
+        child.terminating = False
         child.done = trio.Event()
         if child.spec.supervisor is not None:
             if child.sup is None:
@@ -494,6 +505,7 @@ class Supervisor:
             or self.spec.strategy != "one_for_one"
             or child.spec.restart == "temporary"
             or child.stopping
+            or child.terminating
             or self._shutdown_requested
             or self._failure is not None
             or self.cancel_reason() is not None
@@ -548,6 +560,10 @@ class Supervisor:
     async def _handle_exit(self, child: Child, exit_: Exit) -> None:
         if self.cancel_reason() is not None:
             return  # a cancel is under way: no policy runs, nothing restarts
+        if child.terminating:  # it stopped itself for good: never restarted
+            child.pending = child.error = None
+            self._child_stopped(child, exit_.reason)
+            return
         if exit_.kind is ExitKind.CANCELLED:
             self._child_stopped(child, exit_.reason)
             return
@@ -750,6 +766,9 @@ class Supervisor:
                 child.cell.close(reason)
             if child.sup is not None:
                 child.sup.close(reason)
+        # Everything queued was answered (``cancelled`` if a cancel was under way): from
+        # now on a call to a closed slot is plainly ``actor_stopped``.
+        self._cancel_reason, self._cancel_hard = None, False
 
     def request_shutdown(self, reason: str) -> None:
         """Shut down gracefully (a cancel for the subtree: failures become ``cancelled``)."""
@@ -903,6 +922,12 @@ class Supervisor:
         child = self._get(child_id)
         async with self._lock:
             self._check_can_start()
+            if self._by_id.get(child_id) is not child:
+                # Gone while we waited for the lock (a temporary child's terminate, a
+                # delete_child): nothing to restart.
+                raise ActorError.from_code(
+                    Code.CHILD_NOT_FOUND, f"{self.path}: no child {child_id!r}", actor=self.path
+                )
             if child.running:
                 raise ActorError.from_code(
                     Code.CHILD_RUNNING, f"{self.path}: {child_id!r} is running", actor=self.path
@@ -925,17 +950,22 @@ class Supervisor:
             return child.ref
 
     async def delete_child(self, child_id: str) -> None:
-        """Forget a terminated child's spec (``child_running`` / ``child_restarting`` else)."""
-        child = self._get(child_id)
-        if child.running:
-            raise ActorError.from_code(
-                Code.CHILD_RUNNING, f"{self.path}: {child_id!r} is running", actor=self.path
-            )
-        if child.state in (ChildState.RESTARTING, ChildState.BACKING_OFF):
-            raise ActorError.from_code(
-                Code.CHILD_RESTARTING, f"{self.path}: {child_id!r} is restarting", actor=self.path
-            )
-        self._remove(child)
+        """Forget a terminated child's spec (``child_running`` / ``child_restarting`` else).
+
+        Waits for a start, restart or terminate under way, like them."""
+        async with self._lock:
+            child = self._get(child_id)
+            if child.running:
+                raise ActorError.from_code(
+                    Code.CHILD_RUNNING, f"{self.path}: {child_id!r} is running", actor=self.path
+                )
+            if child.state in (ChildState.RESTARTING, ChildState.BACKING_OFF):
+                raise ActorError.from_code(
+                    Code.CHILD_RESTARTING,
+                    f"{self.path}: {child_id!r} is restarting",
+                    actor=self.path,
+                )
+            self._remove(child)
 
     def which_children(self) -> list[ChildInfo]:
         """Every child in start order: id, state, restarts, kind, ref."""

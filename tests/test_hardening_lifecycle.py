@@ -4,6 +4,7 @@ a stop or a start once cancelled leaves no zombie, cleanup always runs."""
 from __future__ import annotations
 
 import math
+from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
 
@@ -381,3 +382,146 @@ async def test_a_ref_stays_valid_across_terminate_and_restart_child(
         assert restarted is ref
         assert await ref.call("again") == "again"
         assert tree.root.runtime.whereis("root/x") is ref
+
+
+class SelfStopper(Actor):
+    """Stops itself for good from the hook named by ``where``."""
+
+    where = "on_start"
+
+    async def on_start(self) -> None:
+        JOURNAL.append(("start", self.ref.name))
+        if self.where == "on_start":
+            await self.ref.stop("from on_start")
+            await trio.sleep(0.5)  # it goes on after asking; the stop comes after it
+
+    async def handle(self, message: Any) -> Any:
+        if message == "stop":
+            await self.ref.stop("from handle")
+            return "stopping"
+        if message == "crash":
+            raise ActorError.from_code(Code.NETWORK, "down")
+        return message
+
+    async def on_restart(self, error: ActorError) -> None:
+        if self.where == "on_restart":
+            await self.ref.stop("from on_restart")
+
+    async def on_stop(self, reason: str) -> None:
+        JOURNAL.append(("stop", reason, trio.current_time()))
+
+
+@pytest.mark.parametrize("where", ["on_start", "handle", "on_restart"])
+@pytest.mark.parametrize("supervised", [True, False], ids=["tree", "runtime"])
+async def test_an_actor_stopping_itself_stops_for_good_at_once(
+    autojump_clock: MockClock, where: str, supervised: bool
+) -> None:
+    """From on_start, a handler or a cleanup hook: no wait for itself, nothing queued
+    behind it served, never restarted (a permanent child or max_restarts alike)."""
+    actor = type("Stopper", (SelfStopper,), {"where": where})
+    out: list[Outcome] = []
+    async with AsyncExitStack() as stack:
+        if supervised:
+            tree = await stack.enter_async_context(
+                open_tree(tree_spec(ChildSpec(id="s", actor=actor)))
+            )
+            ref, runtime = tree.ref("s"), tree.root.runtime
+        else:
+            runtime = await stack.enter_async_context(open_runtime())
+            ref = await runtime.spawn(actor, name="s", max_restarts=3)
+        async with trio.open_nursery() as nursery:
+            if where == "handle":
+                nursery.start_soon(_call, ref, "stop", out)
+            elif where == "on_restart":
+                nursery.start_soon(_call, ref, "crash", out)
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(3):
+                nursery.start_soon(_call, ref, f"m{i}", out)
+        await trio.sleep(1)
+        assert str(ref.state) == "stopped"
+        assert len(runtime) == 0
+        if supervised:
+            assert [(c.state, c.restarts) for c in tree.root.which_children()] == [("stopped", 0)]
+    served = [o for o in out if o[0] == "ok"]
+    assert served == ([("ok", "stopping")] if where == "handle" else [])
+    assert sorted(o for o in out if o[0] != "ok") == (
+        [(Code.ACTOR_STOPPED, False, 0.5 if where == "on_start" else 0.0)] * 3
+        + ([(Code.NETWORK, True, 0.0)] if where == "on_restart" else [])
+    )
+    starts = [e for e in JOURNAL if e[0] == "start"]
+    assert len(starts) == 1
+    expected_stop = {"on_start": "from on_start", "handle": "from handle"}.get(where)
+    stops = [e[1] for e in JOURNAL if e[0] == "stop"]
+    assert stops == ([expected_stop] if expected_stop else [])
+
+
+@pytest.mark.parametrize("how", ["abort", "brutal"])
+async def test_a_nested_supervisor_restarted_after_a_kill_serves_again(
+    autojump_clock: MockClock, how: str
+) -> None:
+    """Its previous run's exit reports are not handled by the new run."""
+
+    class Echo(Actor):
+        async def on_start(self) -> None:
+            JOURNAL.append(("start", trio.current_time()))
+
+        async def handle(self, message: Any) -> Any:
+            return message
+
+    sub = tree_spec(ChildSpec(id="x", actor=Echo))
+    shutdown: Any = "brutal" if how == "brutal" else 5.0
+    async with open_tree(tree_spec(ChildSpec(id="sub", supervisor=sub, shutdown=shutdown))) as tree:
+        x = tree.ref("sub", "x")
+        if how == "abort":
+            tree.root.child("sub").abort("boom")
+            await trio.sleep(0.1)
+        else:
+            await tree.root.terminate_child("sub")
+        with pytest.raises(ActorError, match="is stopped"):
+            await x.call("while down")
+        await tree.root.restart_child("sub")
+        await trio.sleep(0.1)
+        assert await x.call("hi") == "hi"
+        assert [c.state for c in tree.root.child("sub").which_children()] == ["running"]
+        assert len(tree.root.runtime) == 1
+    assert len(JOURNAL) == 2
+
+
+async def test_restart_child_of_a_child_gone_while_waiting_is_child_not_found(
+    autojump_clock: MockClock,
+) -> None:
+    """A temporary child's terminate drops its spec: a restart_child waiting for the
+    lock meanwhile finds nothing to restart, and no orphan slot is left."""
+
+    class Slow(Actor):
+        async def handle(self, message: Any) -> Any:
+            await trio.sleep(2)
+            return message
+
+    spec = tree_spec(ChildSpec(id="w", actor=Slow, shutdown=1, restart="temporary"))
+    async with open_tree(spec) as tree:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_call, tree.ref("w"), "slow", [])
+            await trio.sleep(0.1)
+            nursery.start_soon(tree.root.terminate_child, "w")
+            await trio.sleep(0.1)
+            with pytest.raises(ActorError, match="no child 'w'") as caught:
+                await tree.root.restart_child("w")
+            assert caught.value.code is Code.CHILD_NOT_FOUND
+        assert tree.root.which_children() == []
+        assert len(tree.root.runtime) == 0
+
+
+async def test_a_terminated_nested_supervisors_workers_answer_actor_stopped(
+    autojump_clock: MockClock,
+) -> None:
+    class Echo(Actor):
+        async def handle(self, message: Any) -> Any:
+            return message
+
+    sub = tree_spec(ChildSpec(id="w", actor=Echo))
+    async with open_tree(tree_spec(ChildSpec(id="sub", supervisor=sub))) as tree:
+        await tree.root.terminate_child("sub")
+        with pytest.raises(ActorError, match="is stopped") as caught:
+            await tree.ref("sub", "w").call("x")
+        assert (caught.value.code, caught.value.delivered) == (Code.ACTOR_STOPPED, False)

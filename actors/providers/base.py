@@ -117,7 +117,10 @@ def _temperature(value: Any) -> bool:
         return True
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value) and value >= 0
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 @attrs.frozen(kw_only=True)
