@@ -928,16 +928,7 @@ class Supervisor:
                 raise ActorError.from_code(
                     Code.CHILD_NOT_FOUND, f"{self.path}: no child {child_id!r}", actor=self.path
                 )
-            if child.running:
-                raise ActorError.from_code(
-                    Code.CHILD_RUNNING, f"{self.path}: {child_id!r} is running", actor=self.path
-                )
-            if child.state in (ChildState.RESTARTING, ChildState.BACKING_OFF):
-                raise ActorError.from_code(
-                    Code.CHILD_RESTARTING,
-                    f"{self.path}: {child_id!r} is restarting",
-                    actor=self.path,
-                )
+            self._check_stopped(child)
             try:
                 await self._start(child)
             except ActorError as err:
@@ -955,17 +946,19 @@ class Supervisor:
         Waits for a start, restart or terminate under way, like them."""
         async with self._lock:
             child = self._get(child_id)
-            if child.running:
-                raise ActorError.from_code(
-                    Code.CHILD_RUNNING, f"{self.path}: {child_id!r} is running", actor=self.path
-                )
-            if child.state in (ChildState.RESTARTING, ChildState.BACKING_OFF):
-                raise ActorError.from_code(
-                    Code.CHILD_RESTARTING,
-                    f"{self.path}: {child_id!r} is restarting",
-                    actor=self.path,
-                )
+            self._check_stopped(child)
             self._remove(child)
+
+    def _check_stopped(self, child: Child) -> None:
+        """``child_running`` / ``child_restarting`` unless ``child`` is stopped."""
+        if child.running:
+            raise ActorError.from_code(
+                Code.CHILD_RUNNING, f"{self.path}: {child.id!r} is running", actor=self.path
+            )
+        if child.state in (ChildState.RESTARTING, ChildState.BACKING_OFF):
+            raise ActorError.from_code(
+                Code.CHILD_RESTARTING, f"{self.path}: {child.id!r} is restarting", actor=self.path
+            )
 
     def which_children(self) -> list[ChildInfo]:
         """Every child in start order: id, state, restarts, kind, ref."""
