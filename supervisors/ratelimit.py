@@ -224,6 +224,20 @@ class RateLimiter:
                 raise
         return Permit(key, tokens)
 
+    async def release(self, permit: Permit) -> None:
+        """Give back everything ``permit`` reserved — its request and its estimated
+        tokens — for an attempt that was never sent (refused by the breaker, or not
+        delivered to the actor). Shielded: a permit once given back stays given back."""
+        specs = self._specs.get(permit.key)
+        if not specs:
+            return
+        amounts = {
+            bucket: 1.0 if bucket.endswith(":requests") else float(permit.estimate)
+            for bucket in specs
+        }
+        with trio.CancelScope(shield=True):
+            await self.state.refund(amounts, specs, now=trio.current_time())
+
     async def settle(self, permit: Permit, actual_tokens: int) -> None:
         """Refund the over-estimate, or charge the under-estimate, of ``permit``."""
         bucket = self._token_bucket.get(permit.key)

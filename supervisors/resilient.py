@@ -145,6 +145,8 @@ class Resilience:
             if admission is None:
                 decision = await breaker.admit_or_refuse(provider, model)
                 if isinstance(decision, ActorError):
+                    if permit is not None and limiter is not None:
+                        await limiter.release(permit)  # never sent: its quota goes back
                     raise decision
                 admission = decision
         try:
@@ -152,6 +154,13 @@ class Resilience:
         except BaseException as exc:
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
+            if (
+                permit is not None
+                and limiter is not None
+                and isinstance(exc, ActorError)
+                and exc.delivered is False
+            ):
+                await limiter.release(permit)  # never reached the actor: its quota goes back
             raise
         if admission is not None and not admission.clean:
             await breaker.record(admission, None)  # type: ignore[union-attr]

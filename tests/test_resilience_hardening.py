@@ -319,3 +319,34 @@ async def test_a_timed_out_call_cancels_its_http_request() -> None:
         # the deferred work of a propagate_cancel call that timed out).
         assert trio.current_time() - leaving < 1.0
         assert server.count() == 1
+
+
+@pytest.mark.parametrize("refused_by", ["breaker", "stopped-actor"])
+async def test_an_attempt_never_sent_gives_its_rate_limit_back(
+    autojump_clock: MockClock, refused_by: str
+) -> None:
+    """Five attempts refused before anything was sent (an open breaker, an actor that is
+    stopped: ``delivered=False``) leave the limiter's quota of 2 requests untouched."""
+    limiter = RateLimiter(
+        {"alpha": RateLimit(requests_per_minute=2, request_burst=2, tokens_per_minute=100)}
+    )
+    breaker = await _open_breaker() if refused_by == "breaker" else Breaker()
+    resilience = Resilience(retry=RetryRules(by_code={}), limiter=limiter, breaker=breaker)
+    async with open_runtime() as runtime:
+        echo = await runtime.spawn(Echo, name="echo")
+        stopped = await runtime.spawn(Echo, name="stopped")
+        await stopped.stop()
+        target = echo if refused_by == "breaker" else stopped
+        expected = Code.CIRCUIT_OPEN if refused_by == "breaker" else Code.ACTOR_STOPPED
+        for _ in range(5):
+            with pytest.raises(ActorError) as caught:
+                await resilience.call(target, "hi", provider="alpha", tokens=40, timeout=1)
+            assert caught.value.code is expected
+        await breaker.reset("alpha")
+        with trio.fail_after(0.001):  # no wait for a refill: the quota is all there
+            assert [
+                await resilience.call(echo, i, provider="alpha", tokens=40) for i in range(2)
+            ] == [0, 1]
+        with pytest.raises(ActorError, match="local rate limit for alpha"):
+            with trio.fail_after(1):
+                await resilience.call(echo, 2, provider="alpha", tokens=40)
