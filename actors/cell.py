@@ -285,13 +285,12 @@ class ActorCell:
                 raise
             raise self._start_failed(exc) from exc
         if not isinstance(instance, Actor):
-            err = ActorError.from_code(
-                Code.CONFIG_INVALID,
-                f"the factory of {self.path} returned {type(instance).__name__}, not an Actor",
-                actor=self.path,
+            raise self._start_failed(
+                ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"the factory of {self.path} returned {type(instance).__name__}, not an Actor",
+                )
             )
-            _log.warning(EventName.ACTOR_START_FAILED, actor=self.path, error=err)
-            raise err
         instance.ref = self.ref
         return instance
 
@@ -395,7 +394,7 @@ class ActorCell:
                         EventName.SUPPRESSED,
                         actor=self.path,
                         reason="caller cancelled",
-                        suppressed=self._ran(normalize(exc)),
+                        suppressed=normalize(exc),
                     )
                     return None
                 await self._cancellation_wins(exc)
@@ -590,7 +589,8 @@ class ActorCell:
     # --- stopping ----------------------------------------------------------------------
 
     def serving_here(self) -> bool:
-        """Whether the current task is this actor's own (its handler or deferred work)."""
+        """Whether the current task is this actor's own: its incarnation's (``on_start``,
+        handlers, cleanup hooks) or one of its deferred work's."""
         task = trio.lowlevel.current_task()
         if task is self._task:
             return True

@@ -58,7 +58,7 @@ async def run_to_completion(
             if waiting:
                 failure.append(exc)
             else:
-                _task_failed(fn, exc)
+                _log.error("task.failed", task=getattr(fn, "__name__", repr(fn)), error=exc)
         finally:
             done.set()
 
@@ -70,21 +70,3 @@ async def run_to_completion(
         raise
     if failure:
         raise failure[0]
-
-
-def start_detached(nursery: trio.Nursery, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
-    """Run ``fn(*args)`` as a task of ``nursery`` that nobody waits for: an
-    ``Exception`` it raises is logged (``task.failed``), never raised into ``nursery``
-    (whose other tasks it would cancel)."""
-
-    async def run() -> None:
-        try:
-            await fn(*args)
-        except Exception as exc:  # noqa: BLE001 - nobody to hand it to: logged
-            _task_failed(fn, exc)
-
-    nursery.start_soon(run)
-
-
-def _task_failed(fn: Callable[..., Awaitable[object]], exc: Exception) -> None:
-    _log.error("task.failed", task=getattr(fn, "__name__", repr(fn)), error=exc)

@@ -201,7 +201,7 @@ class RateLimiter:
         specs = self._specs.get(key)
         if not specs:
             return Permit(key, tokens)
-        amounts = {b: 1.0 if b.endswith(":requests") else float(tokens) for b in specs}
+        amounts = _amounts(specs, tokens)
         now = trio.current_time()
         limit = trio.current_effective_deadline() if deadline is None else deadline
         max_wait = None if limit == math.inf else max(0.0, limit - now)
@@ -231,12 +231,10 @@ class RateLimiter:
         specs = self._specs.get(permit.key)
         if not specs:
             return
-        amounts = {
-            bucket: 1.0 if bucket.endswith(":requests") else float(permit.estimate)
-            for bucket in specs
-        }
         with trio.CancelScope(shield=True):
-            await self.state.refund(amounts, specs, now=trio.current_time())
+            await self.state.refund(
+                _amounts(specs, permit.estimate), specs, now=trio.current_time()
+            )
 
     async def settle(self, permit: Permit, actual_tokens: int) -> None:
         """Refund the over-estimate, or charge the under-estimate, of ``permit``."""
@@ -246,3 +244,8 @@ class RateLimiter:
             return
         specs = self._specs[permit.key]
         await self.state.refund({bucket: float(delta)}, specs, now=trio.current_time())
+
+
+def _amounts(specs: Mapping[str, BucketSpec], tokens: int) -> dict[str, float]:
+    """What one request of ``tokens`` estimated tokens takes from each bucket of a key."""
+    return {bucket: 1.0 if bucket.endswith(":requests") else float(tokens) for bucket in specs}

@@ -382,11 +382,7 @@ class Supervisor:
                     parent=self,
                 )
             child.sup._kill_pending = None  # a fresh start forgets an earlier kill
-            self._starting = child
-            try:
-                await start_soon_and_wait(self._nursery, self._supervisor_incarnation, child)
-            finally:
-                self._starting = None
+            incarnation = self._supervisor_incarnation
         else:
             if child.cell is not None and child.cell.state is CellState.STOPPED:
                 # Terminated, now restarted: the same slot opens again, so refs taken
@@ -403,11 +399,12 @@ class Supervisor:
                 )
             child.cell.restarts = child.restarts
             child.cell.reopen()
-            self._starting = child
-            try:
-                await start_soon_and_wait(self._nursery, self._actor_incarnation, child)
-            finally:
-                self._starting = None
+            incarnation = self._actor_incarnation
+        self._starting = child  # a shutdown meanwhile kills it rather than wait for it
+        try:
+            await start_soon_and_wait(self._nursery, incarnation, child)
+        finally:
+            self._starting = None
         child.state = ChildState.RUNNING
         child.started_at = trio.current_time()
         if enabled(logging.DEBUG):
@@ -649,9 +646,7 @@ class Supervisor:
         under way, and a member terminated meanwhile (``STOPPED``) stays stopped.
         """
         for member in group:
-            if self._shutdown_requested or self._failure is not None:
-                return
-            if self.cancel_reason() is not None:
+            if self._starting_refused():
                 return
             if member not in self.children or member.running:
                 continue
@@ -848,16 +843,7 @@ class Supervisor:
                     Code.MAX_CHILDREN, f"{self.path}: {limit} children", actor=self.path
                 )
             child = self._add(spec, dynamic=True)
-            try:
-                await self._start(child)
-            except ActorError as err:
-                self._remove(child, f"start_failed:{err.code}")
-                raise
-            except BaseException:
-                # Cancelled: as with nursery.start, cancelled means not started.
-                with trio.CancelScope(shield=True):
-                    await self._undo_start(child)
-                raise
+            await self._start_dynamic(child, forget=True)
             return child.ref
 
     def _check_can_start(self) -> None:
@@ -866,12 +852,7 @@ class Supervisor:
         hard = self._hard_cancel_reason()
         if hard is not None:
             raise ActorError.from_code(Code.CANCELLED, hard, actor=self.path, delivered=False)
-        if (
-            self._nursery is None
-            or self._closing
-            or self._shutdown_requested
-            or self._failure is not None
-        ):
+        if self._starting_refused():
             raise ActorError.from_code(
                 Code.ACTOR_STOPPED,
                 f"{self.path} is shutting down or not running: no child can start",
@@ -879,7 +860,35 @@ class Supervisor:
                 delivered=False,
             )
 
-    async def _undo_start(self, child: Child, *, remove: bool = True) -> None:
+    def _starting_refused(self) -> bool:
+        """Whether nothing may start now: the supervisor is not running or its run is
+        ending, or a shutdown, a failure or a cancel is under way."""
+        return (
+            self._nursery is None
+            or self._closing
+            or self._shutdown_requested
+            or self._failure is not None
+            or self.cancel_reason() is not None
+        )
+
+    async def _start_dynamic(self, child: Child, *, forget: bool) -> None:
+        """``_start`` for ``start_child`` / ``restart_child``: a start that fails leaves
+        the child stopped (``forget``: its spec dropped too); one that is cancelled is
+        undone first — cancelled means not started."""
+        try:
+            await self._start(child)
+        except ActorError as err:
+            if forget:
+                self._remove(child, f"start_failed:{err.code}")
+            else:
+                self._child_stopped(child, f"start_failed:{err.code}")
+            raise
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._undo_start(child, remove=forget)
+            raise
+
+    async def _undo_start(self, child: Child, *, remove: bool) -> None:
         """A cancelled ``start_child`` / ``restart_child``: stop what began (bounded by
         the child's cleanup budget) and close its slot; ``remove`` frees its id too."""
         child.stopping = True
@@ -919,25 +928,13 @@ class Supervisor:
 
     async def restart_child(self, child_id: str) -> ActorRef | None:
         """Start a terminated child again (``child_running`` if it runs)."""
-        child = self._get(child_id)
         async with self._lock:
+            # Looked up under the lock: a child gone meanwhile (a temporary child's
+            # terminate, a delete_child) is child_not_found, never an orphan restart.
+            child = self._get(child_id)
             self._check_can_start()
-            if self._by_id.get(child_id) is not child:
-                # Gone while we waited for the lock (a temporary child's terminate, a
-                # delete_child): nothing to restart.
-                raise ActorError.from_code(
-                    Code.CHILD_NOT_FOUND, f"{self.path}: no child {child_id!r}", actor=self.path
-                )
             self._check_stopped(child)
-            try:
-                await self._start(child)
-            except ActorError as err:
-                self._child_stopped(child, f"start_failed:{err.code}")
-                raise
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    await self._undo_start(child, remove=False)
-                raise
+            await self._start_dynamic(child, forget=False)
             return child.ref
 
     async def delete_child(self, child_id: str) -> None:

@@ -4,7 +4,7 @@ a stop or a start once cancelled leaves no zombie, cleanup always runs."""
 from __future__ import annotations
 
 import math
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from functools import partial
 from typing import Any
 
@@ -59,7 +59,7 @@ async def test_a_call_waiting_for_a_deferred_slot_is_answered(
     an abort cancels both: either way B's caller is answered."""
     spec = tree_spec(ChildSpec(id="one", actor=OneAtATime, shutdown=100))
     out: list[Outcome] = []
-    with pytest.raises(ActorError) if how == "abort" else _nothing():
+    with pytest.raises(ActorError) if how == "abort" else nullcontext():
         async with open_tree(spec) as tree, trio.open_nursery() as nursery:
             nursery.start_soon(partial(_call, tree.ref("one"), 10, out, timeout=None))
             await trio.testing.wait_all_tasks_blocked()
@@ -75,14 +75,6 @@ async def test_a_call_waiting_for_a_deferred_slot_is_answered(
     else:
         assert sorted(out) == [(Code.CANCELLED, True, 1.0)] * 2
         assert JOURNAL == [("stop", "cancelled: abort at 1 s", 1.0)]
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 class Stubborn(Actor):

@@ -267,12 +267,6 @@ class ProviderConfig:
             model=request.model,
         )
 
-    def check(self, request: LlmRequest) -> None:
-        """Raise :meth:`refusal`'s ``capability_missing``, if any."""
-        failure = self.refusal(request)
-        if failure is not None:
-            raise failure.to_error()
-
 
 # --- messages to a provider actor ---------------------------------------------------
 

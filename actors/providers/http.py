@@ -162,16 +162,13 @@ class HttpProvider(Actor):
         """
         if isinstance(message, LlmRequest):
             message = Complete(message)
-        if isinstance(message, Complete):
+        if isinstance(message, Complete | Stream):
             refusal = self.config.refusal(message.request)
             if refusal is not None:
                 return refusal
+            if isinstance(message, Stream):
+                return self.defer(self._stream, message.request, message.sink)
             return self.defer(self._complete, message.request)
-        if isinstance(message, Stream):
-            refusal = self.config.refusal(message.request)
-            if refusal is not None:
-                return refusal
-            return self.defer(self._stream, message.request, message.sink)
         return fail(
             Code.INPUT_VALIDATION,
             f"{self.config.name}: {type(message).__name__} is not a provider message; "
