@@ -19,9 +19,14 @@ honoured exactly, nothing slept past the deadline, no sleep after the last attem
 ``ActorError.usage`` — and checked before each attempt. Cancellation passes straight
 through.
 
-The call is a checkpoint, as trio's own functions are: cancellation is checked on entry
-(a cancelled caller gets ``trio.Cancelled``, never a refusal), and every failed attempt
-yields to the scheduler once, so a loop of refused calls cannot starve other tasks.
+The call is a checkpoint, as trio's own functions are: the actor call is one, and every
+failed attempt passes one before its error is retried or raised — so a cancelled caller
+gets ``trio.Cancelled``, never a refusal, and a loop of refused calls cannot starve other
+tasks.
+
+A rate-limit reservation is settled on every path: with the reply's usage; with the
+usage a failed attempt reports; given back whole when the attempt was never sent
+(refused by the breaker, cancelled before the call, not delivered to the actor).
 
 In-process state takes a synchronous fast path (no coroutine for the limiter and the
 breaker when nothing needs to wait or change), and the first attempt runs without the
@@ -40,7 +45,7 @@ from actors import ActorError, ActorRef, Usage
 from actors.actor import DEFAULT_CALL_TIMEOUT
 from supervisors.breaker import Breaker
 from supervisors.budget import Budget
-from supervisors.ratelimit import RateLimiter
+from supervisors.ratelimit import Permit, RateLimiter
 from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retry_failed
 
 UsageOf = Callable[[Any], Usage | None]
@@ -123,8 +128,8 @@ class Resilience:
         budget: Budget | None,
         propagate_cancel: bool,
     ) -> Any:
-        """One attempt. Refusals are raised without a checkpoint of their own: ``call``
-        checked cancellation on entry, and the retry loop yields after every failure."""
+        """One attempt. Refusals are raised without a checkpoint of their own: the retry
+        loop passes one after every failure, before the error is acted on."""
         if budget is not None:
             refusal = await budget.check_or_refuse()
             if refusal is not None:
@@ -140,27 +145,22 @@ class Resilience:
                 permit = acquired
         breaker = self.breaker
         admission = None
-        if breaker is not None:
-            admission = breaker.admit_fast(provider, model)
-            if admission is None:
-                decision = await breaker.admit_or_refuse(provider, model)
-                if isinstance(decision, ActorError):
-                    if permit is not None and limiter is not None:
-                        await limiter.release(permit)  # never sent: its quota goes back
-                    raise decision
-                admission = decision
+        sent = False
         try:
+            if breaker is not None:
+                admission = breaker.admit_fast(provider, model)
+                if admission is None:
+                    decision = await breaker.admit_or_refuse(provider, model)
+                    if isinstance(decision, ActorError):
+                        raise decision
+                    admission = decision
+            sent = True
             reply = await ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel)
         except BaseException as exc:
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
-            if (
-                permit is not None
-                and limiter is not None
-                and isinstance(exc, ActorError)
-                and exc.delivered is False
-            ):
-                await limiter.release(permit)  # never reached the actor: its quota goes back
+            if permit is not None:
+                await self._return_permit(permit, exc, sent)
             raise
         if admission is not None and not admission.clean:
             await breaker.record(admission, None)  # type: ignore[union-attr]
@@ -179,3 +179,19 @@ class Resilience:
             if refusal is not None:
                 raise refusal
         return reply
+
+    async def _return_permit(self, permit: Permit, exc: BaseException, sent: bool) -> None:
+        """Settle the rate-limit reservation of an attempt that failed, on every path:
+        never sent (refused by the breaker, cancelled before the call, not delivered to
+        the actor) — all of it goes back; sent and failed with the usage it reports —
+        settled with that usage; sent otherwise (a cancel, no usage) — kept, as the
+        request may have reached the provider."""
+        limiter = self.limiter
+        assert limiter is not None  # a permit comes from the limiter
+        if not sent or (isinstance(exc, ActorError) and exc.delivered is False):
+            await limiter.release(permit)
+        elif isinstance(exc, ActorError) and exc.usage is not None:
+            actual = exc.usage.total_tokens
+            if not limiter.settle_fast(permit, actual):
+                with trio.CancelScope(shield=True):
+                    await limiter.settle(permit, actual)

@@ -27,8 +27,9 @@ Other codes are not retried. Rules of :func:`retrying`:
   cancelled and fails with ``timeout`` (not retryable), the last error as cause;
 * cancellation passes straight through and is never retried; :func:`retrying` is a
   checkpoint — a caller already cancelled gets ``trio.Cancelled`` before any attempt, and
-  a failed attempt yields to the scheduler once before it is acted on, so a loop of
-  attempts refused at once (open breaker, spent budget) lets other tasks run;
+  a failed attempt passes a checkpoint before it is acted on (a cancelled caller gets
+  ``trio.Cancelled``, not the error), so a loop of attempts refused at once (open
+  breaker, spent budget) lets other tasks run;
 * every retry is an event ``retry.scheduled`` (attempt, code, delay, source).
 """
 
@@ -134,10 +135,11 @@ async def retrying(
     raises ends the retries.
 
     A checkpoint, as trio's own functions are: a caller whose scope is already cancelled
-    gets ``trio.Cancelled`` before ``fn`` runs, and every failed attempt yields to the
-    scheduler once (not a cancel point) before its error is acted on, so a loop of calls
-    that ``fn`` refuses at once — an open breaker, a spent budget — still lets other tasks
-    run.
+    gets ``trio.Cancelled`` before ``fn`` runs, and every failed attempt passes a
+    checkpoint before its error is acted on (after ``on_failure``, so its usage is
+    charged): a cancelled caller gets ``trio.Cancelled`` rather than the error, and a loop
+    of calls that ``fn`` refuses at once — an open breaker, a spent budget — still lets
+    other tasks run.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     return await retry_failed(rules, fn, args, None, classify_with, on_failure)

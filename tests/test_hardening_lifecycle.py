@@ -517,3 +517,45 @@ async def test_a_terminated_nested_supervisors_workers_answer_actor_stopped(
         with pytest.raises(ActorError, match="is stopped") as caught:
             await tree.ref("sub", "w").call("x")
         assert (caught.value.code, caught.value.delivered) == (Code.ACTOR_STOPPED, False)
+
+
+async def test_a_cancelled_restart_child_leaves_the_child_stopped(
+    autojump_clock: MockClock,
+) -> None:
+    """Cancelled during the restarted instance's on_start: it does not come up, the
+    child stays stopped with its spec kept, and a later restart_child works."""
+    async with open_tree(tree_spec(ChildSpec(id="late", actor=SlowStart))) as tree:
+        await tree.root.terminate_child("late")  # started at 0, stopped at 5 (on_start)
+        with trio.move_on_after(1) as scope:
+            await tree.root.restart_child("late")
+        assert scope.cancelled_caught
+        await trio.sleep(10)
+        assert [c.state for c in tree.root.which_children()] == ["stopped"]
+        assert len(tree.root.runtime) == 0
+        ref = await tree.root.restart_child("late")
+        assert ref is not None and await ref.call("x") == "x"
+    assert [e[0] for e in JOURNAL] == [
+        "starting",
+        "started",
+        "stop",
+        "starting",
+        "starting",
+        "started",
+        "stop",
+    ]
+
+
+async def test_delete_child_waits_for_a_terminate_under_way(autojump_clock: MockClock) -> None:
+    """Like start/restart/terminate, delete_child takes the supervisor's lock: it forgets
+    the child once the terminate has finished, never half-way."""
+    spec = tree_spec(ChildSpec(id="s", actor=Stubborn, shutdown=2))
+    async with open_tree(spec) as tree:
+        await tree.ref("s").cast("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tree.root.terminate_child, "s")
+            await trio.testing.wait_all_tasks_blocked()
+            await tree.root.delete_child("s")
+            assert trio.current_time() == 2.0
+        assert tree.root.which_children() == []
+        assert len(tree.root.runtime) == 0

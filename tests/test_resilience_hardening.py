@@ -14,7 +14,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import Actor, ActorError, ActorRef, Code, Usage, open_runtime
+from actors import Actor, ActorError, ActorRef, Code, Usage, fail, open_runtime
 from actors.providers import (
     Complete,
     LlmRequest,
@@ -350,3 +350,39 @@ async def test_an_attempt_never_sent_gives_its_rate_limit_back(
         with pytest.raises(ActorError, match="local rate limit for alpha"):
             with trio.fail_after(1):
                 await resilience.call(echo, 2, provider="alpha", tokens=40)
+
+
+async def test_a_failed_attempt_settles_its_reservation_with_the_usage_it_reports(
+    autojump_clock: MockClock,
+) -> None:
+    """Sent, failed, 10 tokens reported: the 60 reserved are settled to 10, so 90 of the
+    100-token bucket are left at once for the next call."""
+
+    class Failing(Actor):
+        async def handle(self, message: Any) -> Any:
+            if message == "fail":
+                return fail(Code.UNAVAILABLE, "down", usage=Usage(input_tokens=10))
+            return message
+
+    limiter = RateLimiter({"alpha": RateLimit(tokens_per_minute=100, token_burst=100)})
+    resilience = Resilience(retry=RetryRules(by_code={}), limiter=limiter)
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Failing, name="failing")
+        with pytest.raises(ActorError, match="down"):
+            await resilience.call(ref, "fail", provider="alpha", tokens=60)
+        with trio.fail_after(0.001):  # no wait for a refill: 90 tokens are there
+            assert await resilience.call(ref, "ok", provider="alpha", tokens=90) == "ok"
+
+
+async def test_release_gives_a_permit_back_even_for_a_cancelled_caller(
+    autojump_clock: MockClock,
+) -> None:
+    limiter = RateLimiter({"alpha": RateLimit(requests_per_minute=1, request_burst=1)})
+    permit = await limiter.acquire("alpha")
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await limiter.release(permit)  # shielded: a cancel never loses the refund
+    with trio.fail_after(0.001):
+        await limiter.acquire("alpha")  # the one request is back, no wait for a refill
+    with pytest.raises(ActorError, match="local rate limit for alpha"):
+        await limiter.acquire("alpha", deadline=trio.current_time() + 1)
