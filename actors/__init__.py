@@ -1,10 +1,10 @@
 """resilient-actors: the runtime — typed errors, actors, observation.
 
-Everything a user needs is re-exported here; submodules not listed may change.
+Everything a user needs is re-exported here; submodules not listed may change. What a
+supervisor uses to drive actor slots is in :mod:`actors.lowlevel`.
 """
 
 from actors.actor import Actor, ActorRef, CellState
-from actors.cell import ActorCell, AfterCrash, Exit, ExitKind, Supervision
 from actors.deadletters import DeadLetter, DeadLetters
 from actors.errors import (
     CODE_TABLE,
@@ -36,10 +36,8 @@ from actors.usage import Usage
 __all__ = [
     "CODE_TABLE",
     "Actor",
-    "ActorCell",
     "ActorError",
     "ActorRef",
-    "AfterCrash",
     "CancelledError",
     "CellState",
     "Code",
@@ -47,8 +45,6 @@ __all__ = [
     "DeadLetter",
     "DeadLetters",
     "ErrorClass",
-    "Exit",
-    "ExitKind",
     "Failure",
     "InternalError",
     "LimitError",
@@ -57,7 +53,6 @@ __all__ = [
     "Runtime",
     "SecurityError",
     "StoreError",
-    "Supervision",
     "SupervisionError",
     "ToolError",
     "Usage",

@@ -5,7 +5,7 @@ run_incarnation`) builds a fresh instance, runs ``on_start``, serves the mailbox
 with an :class:`Exit`. Whoever runs the incarnations — the runtime's minimal rule or a
 supervisor — decides what follows, through the :class:`Supervision` protocol:
 
-* ``decide(cell, error)`` is asked, synchronously, when a handler raised: ``RESUME``
+* ``after_crash(cell, error)`` is asked, synchronously, when a handler raised: ``RESUME``
   keeps the instance (only that caller failed), ``RESTART`` ends the incarnation after
   ``on_restart(error)``, ``STOP`` ends it after ``on_stop("crashed:<code>")``;
 * ``cancel_reason()`` tells whether a cancel was requested for an enclosing subtree
@@ -14,7 +14,7 @@ supervisor — decides what follows, through the :class:`Supervision` protocol:
   that its own scope did not ask for). Then **cancellation wins**: a failure escaping
   the handler (or ``on_start``, or deferred work) while a cancel is in effect is
   reported as ``cancelled`` with that reason (the failure kept as cause and logged as
-  ``error.suppressed``), ``decide`` is never asked, and callers caught in flight get
+  ``error.suppressed``), ``after_crash`` is never asked, and callers caught in flight get
   ``cancelled``, never ``call_timeout``, ``outcome_unknown`` or a failure code.
 
 Only ``trio.Cancelled``, ``KeyboardInterrupt`` and ``SystemExit`` (or a group holding
@@ -65,7 +65,8 @@ class AfterCrash(enum.Enum):
 class Supervision(Protocol):
     """What a cell asks of whoever supervises it (see the module docstring)."""
 
-    def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash: ...
+    def after_crash(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+        """What the cell does after a handler raised ``error`` (asked synchronously)."""
 
     def cancel_reason(self) -> str | None: ...
 
@@ -431,7 +432,7 @@ class ActorCell:
         if envelope.is_call:
             envelope.resolve(Error(err))
         # The supervision reports the crash, with the error, in its decision event.
-        after = self.supervision.decide(self, err)
+        after = self.supervision.after_crash(self, err)
         if after is AfterCrash.RESUME:
             return None
         return Exit(ExitKind.CRASHED, f"crashed:{err.code}", error=err, after=after)

@@ -47,7 +47,7 @@ class MinimalRestarts:
         self.runtime = runtime
         self.max_restarts = max_restarts
 
-    def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+    def after_crash(self, cell: ActorCell, error: ActorError) -> AfterCrash:
         if self.runtime.cancel_reason is not None:
             return AfterCrash.STOP  # a cancel is under way: nothing restarts
         if error.code is Code.CANCELLED:
@@ -287,7 +287,7 @@ async def _run_minimal(
             except ActorError as err:
                 # A start that raises during a restart counts as a failure (no endless loop).
                 reason = f"start_failed:{err.code}"
-                if supervision.decide(cell, err) is not AfterCrash.RESTART:
+                if supervision.after_crash(cell, err) is not AfterCrash.RESTART:
                     break
     finally:
         cell.close(reason)

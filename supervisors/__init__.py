@@ -10,6 +10,7 @@ from supervisors.policy import (
     Policy,
     decide,
     default_directive,
+    directive_for,
 )
 from supervisors.ratelimit import Permit, RateLimit, RateLimiter
 from supervisors.resilient import Resilience
@@ -49,6 +50,7 @@ __all__ = [
     "Tree",
     "decide",
     "default_directive",
+    "directive_for",
     "load_spec",
     "open_tree",
     "retrying",

@@ -44,8 +44,7 @@ from typing import Final
 import attrs
 import trio
 
-from actors import ActorError, Code, normalize
-from actors.observe import get_logger
+from actors import ActorError, Code, get_logger, normalize
 from supervisors.state import MemoryState, StateBackend, Transition
 from supervisors.state.base import BreakerState
 

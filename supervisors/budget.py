@@ -34,8 +34,7 @@ from typing import Literal
 import attrs
 import trio
 
-from actors import ActorError, Code, Usage
-from actors.observe import get_logger
+from actors import ActorError, Code, Usage, get_logger
 from supervisors.state import MemoryState, StateBackend
 
 _log = get_logger("supervisors.budget")

@@ -38,7 +38,7 @@ from typing import Final
 import attrs
 import trio
 
-from actors.errors import ActorError, Code, ErrorClass, info
+from actors import CODE_TABLE, ActorError, Code, ErrorClass
 
 
 class Directive(enum.StrEnum):
@@ -102,7 +102,7 @@ def default_directive(code: Code) -> Directive | None:
     by_code = DEFAULT_BY_CODE.get(code)
     if by_code is not None:
         return by_code
-    return DEFAULT_BY_CLASS[info(code).error_class]
+    return DEFAULT_BY_CLASS[CODE_TABLE[code].error_class]
 
 
 _NEVER_BY_POLICY: Final = (trio.Cancelled, KeyboardInterrupt, SystemExit)
@@ -172,7 +172,7 @@ class Policy:
         return self.by_class.get(error.error_class)
 
 
-def decide(error: ActorError, *policies: Policy | None) -> Directive | None:
+def directive_for(error: ActorError, *policies: Policy | None) -> Directive | None:
     """The directive for ``error``: the first policy with an opinion, else the defaults.
 
     ``None`` only for a cancellation, which no policy decides. A group error gets its
@@ -181,7 +181,7 @@ def decide(error: ActorError, *policies: Policy | None) -> Directive | None:
     if error.code is Code.CANCELLED:
         return None
     if error.errors:
-        found = [decide(member, *policies) for member in error.errors]
+        found = [directive_for(member, *policies) for member in error.errors]
         directives = [d for d in found if d is not None]
         if not directives:
             return None
@@ -192,3 +192,7 @@ def decide(error: ActorError, *policies: Policy | None) -> Directive | None:
             if directive is not None:
                 return directive
     return default_directive(error.code)
+
+
+decide = directive_for
+"""Deprecated alias of :func:`directive_for` (its name before 0.3); removed in 1.0."""

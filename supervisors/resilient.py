@@ -42,7 +42,7 @@ from typing import Any
 import trio
 
 from actors import ActorError, ActorRef, Usage
-from actors.actor import DEFAULT_CALL_TIMEOUT
+from actors.lowlevel import DEFAULT_CALL_TIMEOUT
 from supervisors.breaker import Breaker
 from supervisors.budget import Budget
 from supervisors.ratelimit import Permit, RateLimiter

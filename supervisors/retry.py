@@ -43,8 +43,7 @@ from typing import Any, Final, Literal, TypeVar
 import attrs
 import trio
 
-from actors import ActorError, Code, classify
-from actors.observe import get_logger
+from actors import ActorError, Code, classify, get_logger
 from supervisors.backoff import Backoff
 
 T = TypeVar("T")

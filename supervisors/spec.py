@@ -45,7 +45,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
 from actors import Actor, ActorError, Code
-from actors.mailbox import DEFAULT_CAPACITY, Overflow
+from actors.lowlevel import DEFAULT_CAPACITY, Overflow
 from supervisors.backoff import Backoff
 from supervisors.policy import Policy
 

@@ -6,7 +6,7 @@
   started once its ``on_start`` returned). If child k fails to start, children 1..k-1 are
   stopped in reverse order and the supervisor fails with ``start_failed`` (child id and
   cause).
-* A crash is decided in the child's own task, synchronously, by :meth:`Supervisor.decide`:
+* A crash is decided in the child's own task, synchronously, by :meth:`Supervisor.after_crash`:
   the policy (child's, then supervisor's, then defaults) gives a directive. ``resume``
   keeps the instance. ``restart`` counts one failure in the supervisor's sliding window
   (the new failure first; a failure at t counts while now - t <= period) and restarts per
@@ -37,14 +37,21 @@ from collections import deque
 import attrs
 import trio
 
-from actors import ActorError, ActorRef, CellState, Code
-from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Exit, ExitKind
-from actors.errors import current_cancel_reason
-from actors.nursery import run_to_completion
-from actors.observe import EventName, enabled, get_logger
-from actors.runtime import Runtime
+from actors import ActorError, ActorRef, CellState, Code, Runtime
+from actors.lowlevel import (
+    DEFAULT_CLEANUP_BUDGET,
+    ActorCell,
+    AfterCrash,
+    EventName,
+    Exit,
+    ExitKind,
+    current_cancel_reason,
+    enabled,
+    get_logger,
+    run_to_completion,
+)
 from supervisors._start import Starter, start_soon_and_wait
-from supervisors.policy import Directive, decide
+from supervisors.policy import Directive, directive_for
 from supervisors.spec import ChildSpec, SupervisorSpec
 
 _log = get_logger("supervisors")
@@ -183,7 +190,7 @@ class Supervisor:
         exit is a termination — not restarted, whatever its restart type."""
         self._child_of(cell).terminating = True
 
-    def decide(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+    def after_crash(self, cell: ActorCell, error: ActorError) -> AfterCrash:
         child = self._child_of(cell)
         if child.terminating:
             self._decide(child, error, Directive.STOP)  # stopping itself: no restart
@@ -237,7 +244,7 @@ class Supervisor:
             )
             return None
         if directive is None:
-            directive = decide(error, child.spec.policy, self.spec.policy) or Directive.STOP
+            directive = directive_for(error, child.spec.policy, self.spec.policy) or Directive.STOP
         delay = 0.0
         if directive is Directive.RESTART:
             if not self._restart_allowed(child, error):
@@ -417,7 +424,7 @@ class Supervisor:
 
         A crash decided ``restart`` with no backoff under ``one_for_one`` restarts in
         place, in this task (the decision, its event and the intensity count were
-        settled by :meth:`decide`); anything else is reported to the supervisor loop.
+        settled by :meth:`after_crash`); anything else is reported to the supervisor loop.
         """
         cell = child.cell
         assert cell is not None

@@ -7,10 +7,8 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from actors import ActorError, ActorRef, open_runtime
-from actors.errors import cancel_in_effect
-from actors.nursery import open_nursery_unwrapped
-from actors.runtime import Runtime
+from actors import ActorError, ActorRef, Runtime, open_runtime
+from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
 from supervisors.spec import SupervisorSpec
 from supervisors.supervisor import Supervisor
 
