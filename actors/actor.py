@@ -1,6 +1,6 @@
 """Actors: a trio task with a bounded mailbox, addressed by an :class:`ActorRef`.
 
-Lifecycle of one actor *slot* (:class:`ActorCell`)::
+Lifecycle of one actor *slot* (:class:`~actors.cell.ActorCell`)::
 
     starting ──on_start ok──▶ running ──stop()──▶ stopping ──▶ stopped
         │                       │  ▲
@@ -30,7 +30,8 @@ Lifecycle of one actor *slot* (:class:`ActorCell`)::
   the stop has to cancel the handler (shutdown timeout), its caller gets
   ``outcome_unknown`` (``delivered=True``).
 
-The slot itself (mailbox, incarnations, supervision hooks) is :mod:`actors.cell`.
+The slot itself (mailbox, incarnations, supervision hooks) is :mod:`actors.cell`; a ref
+reaches it only through the :class:`ActorAddress` protocol.
 
 Call outcomes (all :class:`~actors.errors.ActorError`; ``docs/actors.md`` has the table of
 every exit path): the handler's own error with ``delivered=True`` (an error that described
@@ -48,15 +49,13 @@ from __future__ import annotations
 import enum
 import numbers
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import trio
 
 from actors.errors import ActorError, Code
-from actors.mailbox import Envelope, State
-
-if TYPE_CHECKING:
-    from actors.cell import ActorCell
+from actors.mailbox import Envelope, Mailbox, State
+from actors.timer import DeadlineTimer
 
 DEFAULT_CALL_TIMEOUT: Final = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT: Final = 5.0
@@ -149,7 +148,7 @@ class Actor:
         A *normal* exit: under a supervisor, a permanent child is restarted, a transient or
         temporary one is not. Use ``ref.stop()`` to stop an actor for good.
         """
-        self.ref._cell.request_exit(reason)
+        self.ref._address.request_exit(reason)
 
 
 class CellState(enum.StrEnum):
@@ -166,32 +165,100 @@ def overrides(instance: Actor, name: str) -> bool:
     return getattr(type(instance), name) is not getattr(Actor, name)
 
 
-class ActorRef:
-    """The address of an actor slot. Valid across restarts; cheap to copy and compare."""
+class ActorAddress(Protocol):
+    """What an :class:`ActorRef` needs of the slot behind it (an ``ActorCell``).
 
-    __slots__ = ("_cell",)
-
-    def __init__(self, cell: ActorCell) -> None:
-        self._cell = cell
+    The ref does the sending itself — it builds the :class:`~actors.mailbox.Envelope`
+    (``owner`` is the address), puts it in :attr:`mailbox`, watches its deadline on
+    :attr:`timer` and parks the caller — so a call costs no more than plain attribute
+    reads on the address. What to answer when is the address's: a refused message
+    (:meth:`stopped_error`, :meth:`dead_letter`), an evicted one (:meth:`evicted`), one
+    whose caller gave up (:meth:`caller_gave_up`). The timer's callback fails an
+    expired call through the owner of its envelope.
+    """
 
     @property
     def name(self) -> str:
-        return self._cell.name
+        """The name the slot is registered under."""
 
     @property
     def path(self) -> str:
-        return self._cell.path
+        """The slot's path, as errors and events name it (``actor``)."""
 
     @property
-    def state(self) -> CellState:
-        return self._cell.state
+    def state(self) -> CellState: ...
 
     @property
     def restarts(self) -> int:
-        return self._cell.restarts
+        """Restarts of the slot so far."""
+
+    @property
+    def accepting(self) -> bool:
+        """Whether new messages are taken (``False``: calls fail at once, casts
+        dead-letter)."""
+
+    @property
+    def mailbox(self) -> Mailbox: ...
+
+    @property
+    def timer(self) -> DeadlineTimer:
+        """Where a call's deadline is watched."""
+
+    def stopped_error(self, *, delivered: bool = False) -> ActorError:
+        """What a caller the slot cannot serve gets: ``cancelled`` while an enclosing
+        cancel is under way, else ``actor_stopped``."""
+
+    def cancel_reason(self) -> str | None:
+        """The reason of a cancel in effect for the slot's subtree, else ``None``."""
+
+    def evicted(self, envelope: Envelope) -> None:
+        """Answer ``envelope``, pushed out of a full ``drop_oldest`` mailbox."""
+
+    def caller_gave_up(self, envelope: Envelope) -> None:
+        """The caller of ``envelope`` was cancelled: withdraw (or cancel) its request."""
+
+    def dead_letter(self, message: Any, reason: str) -> None:
+        """Record ``message``, sent to the slot, as undeliverable for ``reason``."""
+
+    def request_exit(self, reason: str) -> None:
+        """End the current instance normally after its in-flight message."""
+
+    async def stop(self, reason: str, timeout: float | None) -> None:
+        """Stop the slot for good (see :meth:`ActorRef.stop`)."""
+
+
+class ActorRef:
+    """The address of an actor slot. Valid across restarts; cheap to copy and compare."""
+
+    __slots__ = ("_address",)
+
+    def __init__(self, address: ActorAddress) -> None:
+        self._address = address
+
+    @property
+    def _cell(self) -> ActorAddress:
+        """The slot behind this ref, under its former private name, for tests written
+        against it; code uses :func:`actors.lowlevel.cell_of`."""
+        return self._address
+
+    @property
+    def name(self) -> str:
+        return self._address.name
+
+    @property
+    def path(self) -> str:
+        return self._address.path
+
+    @property
+    def state(self) -> CellState:
+        return self._address.state
+
+    @property
+    def restarts(self) -> int:
+        return self._address.restarts
 
     def __repr__(self) -> str:
-        return f"<ActorRef {self._cell.path} {self._cell.state}>"
+        return f"<ActorRef {self._address.path} {self._address.state}>"
 
     async def call(
         self,
@@ -213,29 +280,29 @@ class ActorRef:
                 timeout = seconds(timeout)
             # Computed before anything is queued: nothing after the put may raise.
             deadline = trio.current_time() + timeout
-        cell = self._cell
-        if not cell.accepting:
-            raise cell.stopped_error()
-        envelope = Envelope(message, True, trio.lowlevel.current_task(), propagate_cancel, cell)
-        evicted = cell.mailbox.put(envelope)
+        address = self._address
+        if not address.accepting:
+            raise address.stopped_error()
+        envelope = Envelope(message, True, trio.lowlevel.current_task(), propagate_cancel, address)
+        evicted = address.mailbox.put(envelope)
         if evicted is not None:
-            cell.evicted(evicted)
+            address.evicted(evicted)
         if deadline != _INF:
-            cell.runtime.timer.add(envelope, deadline)
+            address.timer.add(envelope, deadline)
 
         def abort(_: object) -> trio.lowlevel.Abort:
-            cell.caller_gave_up(envelope)
+            address.caller_gave_up(envelope)
             return trio.lowlevel.Abort.SUCCEEDED
 
         try:
             return await trio.lowlevel.wait_task_rescheduled(abort)
         except ActorError as err:
             if err.code is Code.CALL_TIMEOUT:
-                reason = cell.supervision.cancel_reason()
+                reason = address.cancel_reason()
                 if reason is not None:
                     # An abort raced the timeout: cancellation wins, whichever came first.
                     raise ActorError.from_code(
-                        Code.CANCELLED, reason, actor=cell.path, delivered=err.delivered
+                        Code.CANCELLED, reason, actor=address.path, delivered=err.delivered
                     ) from err
             raise
 
@@ -247,16 +314,16 @@ class ActorRef:
         message (it is never delivered, and the sender sees ``Cancelled``).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        cell = self._cell
-        if not cell.accepting:
-            cell.runtime.dead_letters.record(cell.path, message, "actor_stopped")
+        address = self._address
+        if not address.accepting:
+            address.dead_letter(message, "actor_stopped")
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
-        envelope = Envelope(message, False, None, False, cell)
-        mailbox = cell.mailbox
+        envelope = Envelope(message, False, None, False, address)
+        mailbox = address.mailbox
         evicted = mailbox.put(envelope)
         if evicted is not None:
-            cell.evicted(evicted)
+            address.evicted(evicted)
         if envelope.state is not State.WAITING_ROOM:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
@@ -271,21 +338,21 @@ class ActorRef:
 
     def try_cast(self, message: Any) -> None:
         """Queue ``message`` now or raise ``mailbox_full`` (a ``drop_oldest`` mailbox evicts)."""
-        cell = self._cell
-        if not cell.accepting:
-            cell.runtime.dead_letters.record(cell.path, message, "actor_stopped")
+        address = self._address
+        if not address.accepting:
+            address.dead_letter(message, "actor_stopped")
             return
-        mailbox = cell.mailbox
+        mailbox = address.mailbox
         if mailbox.full() and mailbox.overflow == "backpressure":
             raise ActorError.from_code(
                 Code.MAILBOX_FULL,
-                f"mailbox of {cell.path} is full ({mailbox.capacity})",
-                actor=cell.path,
+                f"mailbox of {address.path} is full ({mailbox.capacity})",
+                actor=address.path,
                 delivered=False,
             )
-        evicted = mailbox.put(Envelope(message, False, None, False, cell))
+        evicted = mailbox.put(Envelope(message, False, None, False, address))
         if evicted is not None:
-            cell.evicted(evicted)
+            address.evicted(evicted)
 
     async def stop(
         self, reason: str = "normal", *, timeout: float | None = DEFAULT_SHUTDOWN_TIMEOUT
@@ -303,15 +370,4 @@ class ActorRef:
         """
         if timeout is not None:
             timeout = seconds(timeout)
-        cell = self._cell
-        if cell.serving_here():
-            # From the actor's own task (on_start, a handler, deferred work, a cleanup
-            # hook): waiting here would wait for ourselves. Marked now — no new message
-            # is taken, queued ones get actor_stopped — and the incarnation ends after
-            # the current message, as a termination.
-            cell.stop_accepting()
-            cell.request_exit(reason)
-            cell.supervision.terminating(cell)
-            await trio.lowlevel.checkpoint()
-            return
-        await self._cell.supervision.stop_child(self._cell, reason, timeout)
+        await self._address.stop(reason, timeout)

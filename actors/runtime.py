@@ -25,9 +25,11 @@ from typing import Any
 import trio
 
 from actors.actor import DEFAULT_SHUTDOWN_TIMEOUT, Actor, ActorRef, CellState, seconds
-from actors.cell import DEFAULT_CLEANUP_BUDGET, ActorCell, AfterCrash, Supervision
+from actors.cell import ActorCell, Supervision
+from actors.cleanup import DEFAULT_CLEANUP_BUDGET
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code, cancel_in_effect
+from actors.exits import AfterCrash
 from actors.mailbox import DEFAULT_CAPACITY, Envelope, Mailbox, Overflow
 from actors.nursery import open_nursery_unwrapped, run_to_completion
 from actors.observe import EventName, get_logger
@@ -68,22 +70,24 @@ class MinimalRestarts:
         """Nothing to do: the cell no longer accepts, so it is not restarted."""
 
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
-        await stop_cell(cell, reason, timeout)
+        await stop_cell(cell, reason, timeout, nursery=self.runtime.nursery)
 
 
-async def stop_cell(cell: ActorCell, reason: str, timeout: float | None) -> None:
+async def stop_cell(
+    cell: ActorCell, reason: str, timeout: float | None, *, nursery: trio.Nursery
+) -> None:
     """Stop ``cell`` for good: refuse new messages, end the incarnation, wait until closed.
 
     After ``timeout`` seconds the incarnation is cancelled with reason ``shutdown:<name>``.
-    The stop runs in the runtime's nursery: once begun it completes even if the task
-    that asked for it is cancelled (that task leaves at once; the stop goes on).
+    The stop runs in ``nursery`` (the runtime's): once begun it completes even if the
+    task that asked for it is cancelled (that task leaves at once; the stop goes on).
     """
     if cell.state is CellState.STOPPED:
         await trio.lowlevel.checkpoint()
         return
     cell.stop_accepting()
     cell.request_exit(reason)
-    await run_to_completion(cell.runtime.nursery, _stop_cell, cell, timeout)
+    await run_to_completion(nursery, _stop_cell, cell, timeout)
 
 
 async def _stop_cell(cell: ActorCell, timeout: float | None) -> None:
@@ -100,7 +104,8 @@ async def _stop_cell(cell: ActorCell, timeout: float | None) -> None:
 class Runtime:
     """Owns actor slots, their registry, dead letters and the call timer.
 
-    Create it with :func:`open_runtime`.
+    Create it with :func:`open_runtime`. It is the :class:`~actors.cell.CellHost` of
+    every slot it creates.
     """
 
     def __init__(self, nursery: trio.Nursery, *, name: str = "root") -> None:
