@@ -236,12 +236,6 @@ class ActorRef:
         self._address = address
 
     @property
-    def _cell(self) -> ActorAddress:
-        """The slot behind this ref, under its former private name, for tests written
-        against it; code uses :func:`actors.lowlevel.cell_of`."""
-        return self._address
-
-    @property
     def name(self) -> str:
         return self._address.name
 

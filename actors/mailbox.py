@@ -1,6 +1,6 @@
 """Bounded mailboxes and the envelopes that travel through them.
 
-A :class:`Mailbox` belongs to an actor's *slot* (its :class:`~actors.actor.ActorCell`),
+A :class:`Mailbox` belongs to an actor's *slot* (its :class:`~actors.cell.ActorCell`),
 not to the task running it, so queued messages survive a restart.
 
 Semantics:

@@ -10,6 +10,7 @@ import trio.testing
 from trio.testing import MockClock
 
 from actors import Actor, ActorError, Code
+from actors.lowlevel import cell_of
 from actors.testing import capture_events
 from supervisors import ChildSpec, open_tree
 from tests.sup_helpers import SleepyTool, SpyPolicy, tree_spec
@@ -83,7 +84,7 @@ async def test_abort_racing_a_call_timeout_is_cancelled(
     outcome: list[ActorError] = []
     with pytest.raises(ActorError):
         async with open_tree(spec) as tree:
-            cell = tree.ref("tool")._cell
+            cell = cell_of(tree.ref("tool"))
             expire = cell.expire
 
             def racing_expire(envelope: Any) -> None:
