@@ -15,9 +15,8 @@ from typing import Any
 import attrs
 import trio
 
-from actors.observe import get_logger
-
-_log = get_logger("actors.deadletters")
+from actors.events import DeadLetterReported, DeadLettersThrottled
+from actors.observe import emit
 
 
 @attrs.frozen
@@ -63,14 +62,16 @@ class DeadLetters:
             hook(letter)
         if now - self._window_start >= self._window:
             if self._suppressed:
-                _log.warning("dead_letter.throttled", suppressed=self._suppressed)
+                emit(DeadLettersThrottled(suppressed=self._suppressed))
             self._window_start = now
             self._logged = 0
             self._suppressed = 0
         if self._logged < self._log_limit:
             self._logged += 1
-            _log.warning(
-                "dead_letter", target=target, message_type=type(message).__name__, reason=reason
+            emit(
+                DeadLetterReported(
+                    target=target, message_type=type(message).__name__, reason=reason
+                )
             )
         else:
             self._suppressed += 1

@@ -17,9 +17,9 @@ from typing import Any
 
 import trio
 
-from actors.observe import get_logger
-
-_log = get_logger("actors.nursery")
+from actors.error_types import ActorError
+from actors.events import TaskFailed
+from actors.observe import emit
 
 
 @asynccontextmanager
@@ -58,7 +58,7 @@ async def run_to_completion(
             if waiting:
                 failure.append(exc)
             else:
-                _log.error("task.failed", task=getattr(fn, "__name__", repr(fn)), error=exc)
+                emit(TaskFailed(task=_task_name(fn), error=_error_of(exc)))
         finally:
             done.set()
 
@@ -70,3 +70,13 @@ async def run_to_completion(
         raise
     if failure:
         raise failure[0]
+
+
+def _task_name(fn: Callable[..., Awaitable[object]]) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+def _error_of(exc: Exception) -> ActorError | str:
+    """An :class:`ActorError` as it is; anything else as its ``repr`` (as logged)."""
+    return exc if isinstance(exc, ActorError) else repr(exc)

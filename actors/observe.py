@@ -1,4 +1,10 @@
-"""Structured logging: set-up, error expansion, redaction, event hooks.
+"""Structured logging and events: set-up, error expansion, redaction, event hooks.
+
+**Events** are typed records (:mod:`actors.events`). :func:`emit` hands a record to every
+hook (:func:`add_event_hook`) — instrumentation, whatever the log level — then logs it
+through structlog, the default sink, if the configured level lets it through: the event
+name, the level, the record's fields (:meth:`Event.fields`). Call sites build a
+debug-level record only when :func:`enabled` says someone would see it.
 
 Call :func:`configure_logging` once at daemon start. The pipeline, in order:
 
@@ -12,9 +18,7 @@ Call :func:`configure_logging` once at daemon start. The pipeline, in order:
 4. tracebacks rendered to text, then :func:`redact_processor` over *everything* (keys,
    nested values, the rendered traceback; unknown objects are ``repr``-ed first so a
    secret inside an object's repr is caught too);
-5. event hooks (:func:`add_event_hook`), which see the redacted event — tests capture
-   events this way (:func:`actors.testing.capture_events`), never by parsing log text;
-6. JSON lines (daemons) or a console renderer (development).
+5. JSON lines (daemons) or a console renderer (development).
 
 Levels below the configured one are filtered by structlog's filtering logger: a disabled
 ``debug`` call does no formatting at all, which keeps the hot paths cheap.
@@ -28,7 +32,8 @@ So a secret (shape-matched or registered with :func:`actors.register_secret`) in
 a field, a nested value, an object's repr or a traceback never reaches your renderer. When
 the pipeline of :func:`configure_logging` is in place it already redacts, and the step is
 skipped (nothing is redacted twice). Events of loggers made with ``structlog.get_logger``
-directly are yours: add :func:`redact_processor` to your chain for them.
+directly are yours: add :func:`redact_processor` to your chain for them. Records reach
+hooks already safe: they are redacted when built (:mod:`actors.events`).
 """
 
 from __future__ import annotations
@@ -46,22 +51,56 @@ import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from actors.error_types import ActorError
+from actors.events._base import Event, EventHook, RedactedCause
+from actors.events._legacy import record_from_log
+from actors.events.diagnostics import HookFailed
 from actors.redact import redact_value
 
-EventHook = Callable[[dict[str, Any]], None]
+__all__ = [
+    "EventHook",
+    "EventName",
+    "add_event_hook",
+    "bind_context",
+    "cause_chain",
+    "configure_logging",
+    "emit",
+    "enabled",
+    "error_fields",
+    "expand_errors",
+    "get_logger",
+    "is_configured",
+    "library_processor",
+    "redact_processor",
+]
 
-_hooks: list[EventHook] = []
+# Copy-on-write: emit iterates the tuple it finds, adding or removing a hook meanwhile
+# (even from inside a hook) takes effect from the next event.
+_hooks: tuple[EventHook, ...] = ()
 _configured = False
 _min_level = logging.INFO
+# enabled() compares against this one number: the log level, or NOTSET while any hook
+# is installed (hooks want every event, whatever the log level).
+_enabled_from = _min_level
 
 
 def enabled(level: int) -> bool:
-    """Whether an event at ``level`` would be emitted: check before building hot-path events."""
-    return level >= _min_level
+    """Whether an event at ``level`` would be seen: its level passes the log filter, or a
+    hook is installed. Check it before building a debug-level record on a hot path."""
+    return level >= _enabled_from
+
+
+def _update_enabled() -> None:
+    global _enabled_from
+    _enabled_from = logging.NOTSET if _hooks else _min_level
 
 
 class EventName(enum.StrEnum):
-    """Names of the structured events the runtime emits."""
+    """Deprecated: names of events still logged by name (use the records' ``name``).
+
+    The records of :mod:`actors.events` carry their names (``ActorCrashed.name``). This
+    enum stays only while call sites log these names directly; ``ACTOR_STARTING`` and
+    ``ACTOR_STOPPING`` were never emitted.
+    """
 
     CLASSIFY_UNPLACED = "classify.unplaced"
     DEAD_LETTER = "dead_letter"
@@ -87,14 +126,77 @@ def bind_context(**values: Any) -> Iterator[None]:
 
 
 def add_event_hook(hook: EventHook) -> Callable[[], None]:
-    """Call ``hook`` with every (redacted) event; returns a function that removes it."""
-    _hooks.append(hook)
+    """Call ``hook`` with every event record from now on, whatever the log level.
+
+    Returns a function that removes this registration; calling it again does nothing.
+    A hook added twice is called twice per event until both are removed. A hook runs in
+    the emitting task, before the event is logged; an ``Exception`` it raises is logged
+    as ``event_hook.failed`` (with its traceback) and never reaches the emitter.
+    """
+    global _hooks
+    _hooks = (*_hooks, hook)
+    _update_enabled()
+    removed = False
 
     def remove() -> None:
-        if hook in _hooks:
-            _hooks.remove(hook)
+        global _hooks
+        nonlocal removed
+        if removed:
+            return
+        removed = True
+        remaining = list(_hooks)
+        remaining.remove(hook)
+        _hooks = tuple(remaining)
+        _update_enabled()
 
     return remove
+
+
+def emit(event: Event) -> None:
+    """Report ``event``: to every hook, then to the log if its level passes the filter.
+
+    Build a debug-level record only when :func:`enabled` is true (the check is one
+    comparison; building a record is not free).
+    """
+    _dispatch(event)
+    if event.level >= _min_level:
+        _log_record(event)
+
+
+def _log_record(event: Event, **extra: Any) -> None:
+    getattr(_sink, _method_for(event.level))(event.name, **event.fields(), **extra)
+
+
+def _dispatch(event: Event) -> None:
+    for hook in _hooks:
+        try:
+            hook(event)
+        except Exception as exc:  # noqa: BLE001 - logged; the emitter must go on
+            failed = HookFailed(
+                hook=getattr(hook, "__qualname__", None) or repr(hook),
+                failed_event=event.name,
+                error=repr(exc),
+            )
+            if failed.level >= _min_level:
+                _log_record(failed, exc_info=exc)
+
+
+_METHODS = {
+    logging.DEBUG: "debug",
+    logging.INFO: "info",
+    logging.WARNING: "warning",
+    logging.ERROR: "error",
+    logging.CRITICAL: "critical",
+}
+
+
+def _method_for(level: int) -> str:
+    """The logger method for ``level``: the highest standard level not above it."""
+    method = _METHODS.get(level)
+    if method is None:
+        standard = [known for known in _METHODS if known <= level]
+        method = _METHODS[max(standard)] if standard else "debug"
+    return method
 
 
 def is_configured() -> bool:
@@ -127,15 +229,21 @@ def error_fields(err: ActorError) -> dict[str, Any]:
 
 
 def cause_chain(err: BaseException, *, limit: int = 10) -> list[str]:
-    """Codes (or exception type names) along ``__cause__``, nearest first."""
+    """Codes (or exception type names) along ``__cause__``, nearest first.
+
+    A :class:`~actors.events.RedactedCause` (in a record's error) counts as the type it
+    stands for."""
     chain: list[str] = []
     seen = {id(err)}
     current = err.__cause__
     while current is not None and len(chain) < limit and id(current) not in seen:
         seen.add(id(current))
-        chain.append(
-            str(current.code) if isinstance(current, ActorError) else type(current).__name__
-        )
+        if isinstance(current, ActorError):
+            chain.append(str(current.code))
+        elif isinstance(current, RedactedCause):  # in a record's error snapshot
+            chain.append(current.type_name)
+        else:
+            chain.append(type(current).__name__)
         current = current.__cause__
     return chain
 
@@ -158,9 +266,13 @@ def redact_processor(_logger: WrappedLogger, _name: str, event_dict: EventDict) 
     return redacted
 
 
-def _dispatch_hooks(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-    for hook in tuple(_hooks):
-        hook(dict(event_dict))
+def _bridge_by_name(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """Hand the record of an event still logged by name to the hooks (see
+    :mod:`actors.events._legacy`); runs first, on the call's raw keywords."""
+    if _hooks:
+        record = record_from_log(event_dict)
+        if record is not None:
+            _dispatch(record)
     return event_dict
 
 
@@ -170,15 +282,14 @@ _format_exc_info = structlog.processors.format_exc_info
 
 
 def _prepare(logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
-    """Steps 1-5 of the pipeline in one processor (one call per event, not six)."""
+    """Steps 1-4 of the pipeline in one processor (one call per event, not five)."""
     event_dict = _merge_contextvars(logger, name, event_dict)
     event_dict["level"] = name
     event_dict = _timestamper(logger, name, event_dict)
     event_dict = expand_errors(logger, name, event_dict)
     if "exc_info" in event_dict or "exception" in event_dict:
         event_dict = _format_exc_info(logger, name, event_dict)
-    event_dict = redact_processor(logger, name, event_dict)
-    return _dispatch_hooks(logger, name, event_dict)
+    return redact_processor(logger, name, event_dict)
 
 
 def library_processor(logger: WrappedLogger, name: str, event_dict: EventDict) -> EventDict:
@@ -202,27 +313,37 @@ def library_processor(logger: WrappedLogger, name: str, event_dict: EventDict) -
 class _LibraryProcessors:
     """The processor chain of :func:`get_logger`'s loggers, read from structlog's
     configuration at each event: :func:`library_processor`, then the configured chain —
-    or the configured chain alone when it is :func:`configure_logging`'s (it redacts)."""
+    or the configured chain alone when it is :func:`configure_logging`'s (it redacts).
+    ``by_name`` puts the bridge for events still logged by name in front."""
 
-    __slots__ = ()
+    __slots__ = ("_first",)
+
+    def __init__(self, *, by_name: bool) -> None:
+        self._first: tuple[Processor, ...] = (_bridge_by_name,) if by_name else ()
 
     def __iter__(self) -> Iterator[Processor]:
         configured: Iterable[Processor] = structlog.get_config()["processors"]
         if _prepare in configured:
-            return iter(configured)
-        return itertools.chain((library_processor,), configured)
+            return itertools.chain(self._first, configured)
+        return itertools.chain(self._first, (library_processor,), configured)
 
     def __repr__(self) -> str:
         return "<library_processor, then structlog's configured processors>"
 
 
-_LIBRARY_PROCESSORS = _LibraryProcessors()
+_LIBRARY_PROCESSORS = _LibraryProcessors(by_name=True)
 
 
 def get_logger(name: str) -> Any:
     """The logger for ``name``: structlog's, configured as usual, whose events are redacted
     whatever that configuration is (see the module docstring)."""
     return structlog.wrap_logger(None, processors=_LIBRARY_PROCESSORS, logger_factory_args=(name,))
+
+
+# The structlog sink of emit(): records reach the hooks in emit, not through the bridge.
+_sink: Any = structlog.wrap_logger(
+    None, processors=_LibraryProcessors(by_name=False), logger_factory_args=("actors.events",)
+)
 
 
 def _render_json(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> str:
@@ -255,3 +376,4 @@ def configure_logging(
     )
     _configured = True
     _min_level = numeric
+    _update_enabled()

@@ -19,6 +19,7 @@ import attrs
 import trio
 
 from actors import Actor, ActorError, Code, configure_logging, get_logger
+from actors.events import BreakerTransition, Event, RetryScheduled, SupervisorDecision
 from actors.observe import add_event_hook
 from actors.providers import (
     AnthropicProvider,
@@ -99,14 +100,15 @@ class Summary:
     transitions: list[str] = attrs.Factory(list)
     decisions: list[str] = attrs.Factory(list)
 
-    def hook(self, event: dict[str, Any]) -> None:
-        name = event.get("event")
-        if name == "retry.scheduled":
-            self.retries += 1
-        elif name == "breaker.transition":
-            self.transitions.append(f"{event['provider']}: {event['before']} -> {event['after']}")
-        elif name == "supervisor.decision":
-            self.decisions.append(f"{event['child']}: {event['code']} -> {event['directive']}")
+    def hook(self, event: Event) -> None:
+        """An event hook: typed records, whatever the log level."""
+        match event:
+            case RetryScheduled():
+                self.retries += 1
+            case BreakerTransition(provider=provider, before=before, after=after):
+                self.transitions.append(f"{provider}: {before} -> {after}")
+            case SupervisorDecision(child=child, error=error, directive=directive):
+                self.decisions.append(f"{child}: {error.code} -> {directive}")
 
 
 def usage_of(reply: LlmResponse) -> Any:

@@ -44,11 +44,11 @@ from typing import Final
 import attrs
 import trio
 
-from actors import ActorError, Code, get_logger, normalize
+from actors import ActorError, Code, normalize
+from actors.events import BreakerTransition
+from actors.observe import emit
 from supervisors.state import MemoryState, StateBackend, Transition
 from supervisors.state.base import BreakerState
-
-_log = get_logger("supervisors.breaker")
 
 DEFAULT_COOLDOWNS: Final[Mapping[Code, float]] = MappingProxyType(
     {Code.RATE_LIMITED: 60.0, Code.TIMEOUT: 30.0, Code.UNAVAILABLE: 60.0}
@@ -282,15 +282,16 @@ class Breaker:
         if transition is None:
             return
         cooldown = transition.cooldown
-        _log.info(
-            "breaker.transition",
-            provider=provider,
-            model=model,
-            before=str(transition.before),
-            after=str(transition.after),
-            code=transition.code,
-            cooldown=None if cooldown is None or math.isinf(cooldown) else cooldown,
-            permanent=cooldown is not None and math.isinf(cooldown),
+        emit(
+            BreakerTransition(
+                provider=provider,
+                model=model,
+                before=transition.before,
+                after=transition.after,
+                code=transition.code,
+                cooldown=None if cooldown is None or math.isinf(cooldown) else cooldown,
+                permanent=cooldown is not None and math.isinf(cooldown),
+            )
         )
 
 

@@ -34,10 +34,10 @@ from typing import Literal
 import attrs
 import trio
 
-from actors import ActorError, Code, Usage, get_logger
+from actors import ActorError, Code, Usage
+from actors.events import BudgetPaused, BudgetWarning
+from actors.observe import emit
 from supervisors.state import MemoryState, StateBackend
-
-_log = get_logger("supervisors.budget")
 
 OnExceed = Literal["fail", "warn", "pause"]
 
@@ -240,13 +240,10 @@ class Budget:
         return None
 
     def _warn(self, dimension: Dimension, used: float, cap: float, *, exceeded: bool) -> None:
-        _log.warning(
-            "budget.warning",
-            run_id=self.run_id,
-            dimension=str(dimension),
-            used=used,
-            limit=cap,
-            exceeded=exceeded,
+        emit(
+            BudgetWarning(
+                run_id=self.run_id, dimension=dimension, used=used, limit=cap, exceeded=exceeded
+            )
         )
 
     async def _exceeded(self, dimension: Dimension, used: float, cap: float) -> bool | ActorError:
@@ -257,9 +254,7 @@ class Budget:
             self._warn(dimension, used, cap, exceeded=True)
             return False
         if mode == "pause" and self.approve is not None:
-            _log.warning(
-                "budget.paused", run_id=self.run_id, dimension=str(dimension), used=used, limit=cap
-            )
+            emit(BudgetPaused(run_id=self.run_id, dimension=dimension, used=used, limit=cap))
             raised = await self.approve(BudgetRequest(self.run_id, dimension, used, self.limits))
             if raised is not None:
                 self.limits = raised

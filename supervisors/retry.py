@@ -43,11 +43,12 @@ from typing import Any, Final, Literal, TypeVar
 import attrs
 import trio
 
-from actors import ActorError, Code, classify, get_logger
+from actors import ActorError, Code, classify
+from actors.events import RetryScheduled
+from actors.observe import emit
 from supervisors.backoff import Backoff
 
 T = TypeVar("T")
-_log = get_logger("supervisors.retry")
 
 
 @attrs.frozen(kw_only=True)
@@ -207,14 +208,7 @@ def plan_retry(
     delay, source = step
     if trio.current_time() + delay > deadline:
         raise error  # not slept: what is left of the deadline is too short
-    _log.info(
-        "retry.scheduled",
-        attempt=attempt,
-        code=str(error.code),
-        delay=delay,
-        source=source,
-        provider=error.provider,
-    )
+    emit(RetryScheduled(attempt=attempt, error=error, delay=delay, source=source))
     return delay
 
 

@@ -236,7 +236,7 @@ async def test_lifecycle_events_carry_the_actor_path(autojump_clock: MockClock) 
             ref = await runtime.spawn(lambda: Recorder([]), name="ev", max_restarts=1)
             await ref.cast("crash")
             await ref.call("x")
-    names = [(e["event"], e.get("actor")) for e in events if e["event"].startswith("actor.")]
+    names = [(e.name, getattr(e, "actor", None)) for e in events if e.name.startswith("actor.")]
     assert names == [
         ("actor.started", "/root/ev"),
         ("actor.crashed", "/root/ev"),
@@ -260,10 +260,10 @@ async def test_dead_letter_events_are_throttled_but_hooks_see_all(
             await trio.sleep(1)
             ref.try_cast("later")
     assert len(letters) == 26
-    assert [e["event"] for e in events] == ["dead_letter"] * 10 + [
+    assert [e.name for e in events] == ["dead_letter"] * 10 + [
         "dead_letter.throttled",
         "dead_letter",
     ]
-    assert events[10]["suppressed"] == 15
-    assert events[0]["message_type"] == "int"
-    assert events[0]["reason"] == "actor_stopped"
+    assert events[10].suppressed == 15
+    assert events[0].message_type == "int"
+    assert events[0].reason == "actor_stopped"

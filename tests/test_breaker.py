@@ -88,7 +88,7 @@ async def test_auth_opens_permanently_until_reset(autojump_clock: MockClock) -> 
         await breaker.reset("alpha")
         async with breaker.guard("alpha"):
             pass
-    assert [(e["before"], e["after"], e["permanent"]) for e in events] == [
+    assert [(e.before, e.after, e.permanent) for e in events] == [
         ("closed", "open", True),
         ("open", "closed", False),
     ]
@@ -116,7 +116,7 @@ async def test_early_probe_thirty_seconds_before_a_sixty_second_cooldown(
         await trio.sleep(1)
         async with breaker.guard("alpha"):
             assert trio.current_time() == 30.0
-    assert [(e["before"], e["after"], e["code"], e["cooldown"]) for e in events] == [
+    assert [(e.before, e.after, e.code, e.cooldown) for e in events] == [
         ("closed", "open", "unavailable", 60.0),
         ("open", "half_open", "unavailable", 60.0),
         ("half_open", "closed", None, None),

@@ -49,7 +49,7 @@ async def test_warn_emits_and_goes_on(autojump_clock: MockClock) -> None:
         await budget.charge(Usage(input_tokens=350), provider="alpha", model="m")  # $0.85
         await budget.charge(Usage(output_tokens=100), provider="alpha", model="m")  # $1.05
         await budget.charge(Usage(output_tokens=100), provider="alpha", model="m")  # $1.25
-    assert [(e["dimension"], e["exceeded"], round(e["used"], 2)) for e in events] == [
+    assert [(e.dimension, e.exceeded, round(e.used, 2)) for e in events] == [
         ("cost", False, 0.85),
         ("cost", True, 1.05),
         ("cost", True, 1.25),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import pytest
 import trio
@@ -54,9 +56,9 @@ def test_everything_else_is_internal_and_loud(exc: Exception) -> None:
     assert (err.code, err.retryable) == (Code.INTERNAL, False)
     assert err.__cause__ is exc
     assert len(events) == 1
-    assert events[0]["level"] == "error"
-    assert events[0]["kind"] == type(exc).__name__
-    assert events[0]["error"]["correlation_id"] == err.correlation_id
+    assert type(events[0]).level == logging.ERROR
+    assert events[0].kind == type(exc).__name__
+    assert events[0].error.correlation_id == err.correlation_id
 
 
 def test_a_non_exception_is_internal() -> None:

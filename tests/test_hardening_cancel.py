@@ -148,7 +148,7 @@ async def test_policy_abort_takes_effect_at_the_decision(autojump_clock: MockClo
             await _call(tree.ref("b"), "boom", later, None)
     assert first == [(Code.TOOL_FAILED, "tool broke", True)]
     assert_in_flight_and_queued_cancelled(later, reason)
-    assert [(d["child"], d["directive"], d["at"]) for d in decisions] == [("a", "abort", 0.0)]
+    assert [(d.child, d.directive, d.at) for d in decisions] == [("a", "abort", 0.0)]
     assert [c.restarts for c in tree.root.which_children()] == [0, 0]
     assert sorted(STOPS) == [("root/a", "crashed:tool_failed"), ("root/b", f"cancelled: {reason}")]
     assert trio.current_time() == 3.0
@@ -189,7 +189,7 @@ async def test_no_policy_after_an_abort_during_a_restart_in_place(
             await trio.sleep_forever()
     assert tree_error.value.code is Code.CANCELLED
     assert len(spy.asked) == 1  # the crash, before the abort; never the start failure
-    assert [d["directive"] for d in decisions] == ["restart"]
+    assert [d.directive for d in decisions] == ["restart"]
 
 
 class SlowStart(Actor):
@@ -391,9 +391,7 @@ async def test_a_killed_nested_supervisor_never_cancels_the_rest_of_the_tree(
             )
             restarts = {c.id: c.restarts for c in tree.root.which_children()}
     assert restarts["a"] == 1
-    assert [(d["child"], d["directive"]) for d in decisions if d["child"] == "a"] == [
-        ("a", "restart")
-    ]
+    assert [(d.child, d.directive) for d in decisions if d.child == "a"] == [("a", "restart")]
 
 
 @pytest.mark.parametrize("delay", [0.0, 1.0])

@@ -61,7 +61,7 @@ async def test_raising_constructor_at_first_start_is_start_failed(
     assert isinstance(cause, ActorError)
     assert (cause.code, cause.actor) == (Code.INTERNAL, "/root/bad")
     assert isinstance(cause.__cause__, ValueError)
-    assert [e["actor"] for e in events] == ["/root/bad"]
+    assert [e.actor for e in events] == ["/root/bad"]
 
 
 async def test_raising_constructor_on_restart_counts_against_intensity(
@@ -211,7 +211,7 @@ async def test_a_strange_base_exception_in_a_hook_stays_in_the_actor(
             with capture_events("actor.cleanup_failed") as events:
                 ref = await runtime.spawn(WeirdHook, name="w")
                 await ref.stop()
-            assert [e["hook"] for e in events] == ["on_stop"]
+            assert [e.hook for e in events] == ["on_stop"]
         assert await echo.call("fine") == "fine"
 
 
@@ -305,7 +305,7 @@ async def test_a_nested_calls_cancelled_resumes_the_actor(autojump_clock: MockCl
             assert await tree.ref("outer").call("direct") == "direct"
             [info] = tree.root.which_children()
             assert (info.state, info.restarts) == ("running", 0)
-    assert [(d["child"], d["code"], d["directive"]) for d in decisions] == [
+    assert [(d.child, d.error.code, d.directive) for d in decisions] == [
         ("outer", "cancelled", "resume")
     ]
 

@@ -76,7 +76,7 @@ async def test_open_breaker_fails_fast_under_default_rules(autojump_clock: MockC
     assert caught.value.code is Code.CIRCUIT_OPEN
     assert 0 < trio.current_time() < 1.2
     assert caught.value.retry_after == pytest.approx(30 - trio.current_time())
-    assert [(e["before"], e["after"]) for e in events] == [("closed", "open")]
+    assert [(e.before, e.after) for e in events] == [("closed", "open")]
 
 
 async def test_retries_against_an_open_breaker_wait_for_the_probe(
@@ -92,7 +92,7 @@ async def test_retries_against_an_open_breaker_wait_for_the_probe(
             await resilience.call(ref, "hi", provider="alpha")
     assert calls == [0.0, 30.0]  # only the probe reached the provider
     assert caught.value.code is Code.CIRCUIT_OPEN
-    assert [(e["before"], e["after"]) for e in events] == [
+    assert [(e.before, e.after) for e in events] == [
         ("closed", "open"),
         ("open", "half_open"),
         ("half_open", "open"),

@@ -54,7 +54,7 @@ async def test_rate_limit_schedule_and_its_six_attempt_end(autojump_clock: MockC
     assert fn.calls == [0, 5, 15, 35, 75, 155, 315]
     assert trio.current_time() == 315  # no sleep after the sixth attempt
     assert caught.value.code is Code.RATE_LIMITED
-    assert [(e["attempt"], e["delay"], e["source"]) for e in events] == [
+    assert [(e.attempt, e.delay, e.source) for e in events] == [
         (1, 5, "schedule"),
         (2, 10, "schedule"),
         (3, 20, "schedule"),
@@ -96,7 +96,7 @@ async def test_retry_after_is_honoured_exactly(autojump_clock: MockClock) -> Non
     with capture_events("retry.scheduled") as events:
         assert await retrying(no_jitter(), fn) == "ok"
     assert fn.calls == [0, 90]
-    assert [(e["delay"], e["source"]) for e in events] == [(90.0, "header")]
+    assert [(e.delay, e.source) for e in events] == [(90.0, "header")]
 
 
 async def test_retry_after_beyond_the_deadline_fails_at_once(autojump_clock: MockClock) -> None:

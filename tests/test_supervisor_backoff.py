@@ -123,7 +123,7 @@ async def test_decision_event_and_restarting_child_errors(autojump_clock: MockCl
                 assert caught.value.code is Code.CHILD_RESTARTING
     (event,) = events
     assert {
-        k: event[k]
+        k: event.fields()[k]
         for k in (
             "supervisor",
             "child",

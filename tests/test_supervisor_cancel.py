@@ -11,6 +11,7 @@ from trio.testing import MockClock
 
 from actors import Actor, ActorError, Code
 from actors.lowlevel import cell_of
+from actors.observe import cause_chain
 from actors.testing import capture_events
 from supervisors import ChildSpec, open_tree
 from tests.sup_helpers import SleepyTool, SpyPolicy, tree_spec
@@ -44,8 +45,8 @@ async def test_failure_while_aborting_is_cancelled(autojump_clock: MockClock) ->
     assert isinstance(cause, ValueError)
     assert spy.asked == []
     assert tree.root.which_children()[0].restarts == 0
-    assert [e["event"] for e in events] == ["error.suppressed"]
-    assert events[0]["suppressed"]["cause_chain"] == ["ValueError", "Cancelled"]
+    assert [e.name for e in events] == ["error.suppressed"]
+    assert cause_chain(events[0].suppressed) == ["ValueError", "Cancelled"]
 
 
 async def test_abort_with_three_calls_in_flight(autojump_clock: MockClock) -> None:

@@ -82,7 +82,7 @@ async def test_shutdown_is_reverse_order_and_dynamic_children_go_first(
     stops = [e[1] for e in journal if e[0] == "stop"]
     assert sorted(stops[:2]) == ["x", "y"]
     assert stops[2:] == ["c", "b", "a"]
-    assert [e["child"] for e in started] == ["a", "b", "c", "x", "y"]
+    assert [e.child for e in started] == ["a", "b", "c", "x", "y"]
 
 
 async def test_auto_shutdown_any_significant(autojump_clock: MockClock) -> None:

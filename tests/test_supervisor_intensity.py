@@ -30,7 +30,7 @@ async def test_four_crashes_in_period_trip_on_the_fourth(autojump_clock: MockClo
     assert trio.current_time() == 3.0
     assert error.code is Code.RESTART_INTENSITY_EXCEEDED
     assert [e.code for e in error.errors] == [Code.TOOL_FAILED] * 4
-    assert [(e["directive"], e["restarts"]) for e in events] == [
+    assert [(e.directive, e.restarts) for e in events] == [
         ("restart", 1),
         ("restart", 2),
         ("restart", 3),
@@ -43,7 +43,7 @@ async def test_window_slides(autojump_clock: MockClock) -> None:
     assert trio.current_time() == pytest.approx(5.3)
     assert error.code is Code.RESTART_INTENSITY_EXCEEDED
     assert len(error.errors) == 4  # 4.9, 5.1, 5.2, 5.3 — the one at 0 slid out
-    assert [e["restarts"] for e in events] == [1, 2, 2, 3, 4]
+    assert [e.restarts for e in events] == [1, 2, 2, 3, 4]
 
 
 async def test_failure_exactly_period_old_still_counts(autojump_clock: MockClock) -> None:
@@ -87,4 +87,4 @@ async def test_one_failure_under_one_for_all_counts_once(autojump_clock: MockClo
             await tree.ref("b").cast(("crash", Code.TOOL_FAILED))
             await trio.sleep(1)
             assert await tree.ref("a").call("x") == ("a", "x", 1)
-    assert [(e["child"], e["restarts"]) for e in events] == [("b", 1)]
+    assert [(e.child, e.restarts) for e in events] == [("b", 1)]

@@ -144,7 +144,7 @@ async def test_escalate_fails_the_tree_with_the_child_error(autojump_clock: Mock
             await trio.sleep(10)
     assert caught.value.code is Code.AUTH
     assert trio.current_time() == 0.0
-    assert [(e["child"], e["error"]["code"]) for e in events] == [("a", "auth")]
+    assert [(e.child, e.error.code) for e in events] == [("a", "auth")]
     # a's instance ends at its crash; then the supervisor shuts b down before failing.
     assert [e for e in journal if e[0] == "stop"] == [
         ("stop", "a", "crashed:auth"),

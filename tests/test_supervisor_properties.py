@@ -134,7 +134,7 @@ async def _check(program: list[tuple[str, str, float, Code]], strategy: str) -> 
                     await trio.testing.wait_all_tasks_blocked()
             await trio.sleep(30)
             tree.root.request_shutdown("end of program")
-        decisions.extend((e["at"], e["directive"]) for e in events)
+        decisions.extend((e.at, e.directive) for e in events)
 
     event(f"aborted={bool(abort_at)}")
     event(f"restarts={min(len([d for d in decisions if d[1] == 'restart']), 3)}+")

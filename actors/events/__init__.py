@@ -1,0 +1,121 @@
+"""Typed event records: what the runtime reports, one frozen class per event name.
+
+Every event the runtime emits is an :class:`Event` record: ``name`` (the event name in
+the log, e.g. ``"actor.crashed"``) and ``level`` are class constants, the facts are
+typed fields (an error is an :class:`~actors.ActorError`, counts are ``int``, times and
+delays ``float``). :func:`actors.observe.emit` hands each record to every hook
+(:func:`actors.observe.add_event_hook`, whatever the log level), then logs it through
+structlog — the default sink — if the configured level lets it through.
+
+Records are safe to hand to any hook: free text is redacted and errors are redacted
+snapshots when a record is built (see :func:`safe_error`).
+
+Families (docs/events.md lists every record with its fields):
+
+* actor lifecycle — :class:`ActorStarted`, :class:`ActorStartFailed`,
+  :class:`ActorCrashed`, :class:`ActorRestarting`, :class:`ActorStopped`,
+  :class:`ActorLateReply`, :class:`ActorCastFailed`, :class:`ActorCleanupFailed`,
+  :class:`ActorCleanupTimeout`, :class:`ErrorSuppressed`;
+* supervisors — :class:`SupervisorDecision`, :class:`SupervisorEscalated`,
+  :class:`ChildStarted`, :class:`ChildStopped`;
+* resilience — :class:`RetryScheduled`, :class:`BreakerTransition`,
+  :class:`BudgetWarning`, :class:`BudgetPaused`;
+* diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
+  :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
+"""
+
+from actors.events._base import (
+    Event,
+    EventHook,
+    RedactedCause,
+    safe_error,
+)
+from actors.events.diagnostics import (
+    ClassifyUnplaced,
+    DeadLetterReported,
+    DeadLettersThrottled,
+    HookFailed,
+    TaskFailed,
+)
+from actors.events.lifecycle import (
+    ActorCastFailed,
+    ActorCleanupFailed,
+    ActorCleanupTimeout,
+    ActorCrashed,
+    ActorLateReply,
+    ActorRestarting,
+    ActorStarted,
+    ActorStartFailed,
+    ActorStopped,
+    ErrorSuppressed,
+)
+from actors.events.resilience import (
+    BreakerTransition,
+    BudgetPaused,
+    BudgetWarning,
+    RetryScheduled,
+)
+from actors.events.supervision import (
+    ChildStarted,
+    ChildStopped,
+    SupervisorDecision,
+    SupervisorEscalated,
+)
+
+#: Every record class of the runtime, by family (docs/events.md lists each).
+RECORDS: tuple[type[Event], ...] = (
+    ActorStarted,
+    ActorStartFailed,
+    ActorCrashed,
+    ActorRestarting,
+    ActorStopped,
+    ActorLateReply,
+    ActorCastFailed,
+    ActorCleanupFailed,
+    ActorCleanupTimeout,
+    ErrorSuppressed,
+    SupervisorDecision,
+    SupervisorEscalated,
+    ChildStarted,
+    ChildStopped,
+    RetryScheduled,
+    BreakerTransition,
+    BudgetWarning,
+    BudgetPaused,
+    TaskFailed,
+    DeadLetterReported,
+    DeadLettersThrottled,
+    ClassifyUnplaced,
+    HookFailed,
+)
+
+__all__ = [
+    "RECORDS",
+    "ActorCastFailed",
+    "ActorCleanupFailed",
+    "ActorCleanupTimeout",
+    "ActorCrashed",
+    "ActorLateReply",
+    "ActorRestarting",
+    "ActorStartFailed",
+    "ActorStarted",
+    "ActorStopped",
+    "BreakerTransition",
+    "BudgetPaused",
+    "BudgetWarning",
+    "ChildStarted",
+    "ChildStopped",
+    "ClassifyUnplaced",
+    "DeadLetterReported",
+    "DeadLettersThrottled",
+    "ErrorSuppressed",
+    "Event",
+    "EventHook",
+    "HookFailed",
+    "RedactedCause",
+    "RetryScheduled",
+    "SupervisorDecision",
+    "SupervisorEscalated",
+    "TaskFailed",
+    "safe_error",
+]

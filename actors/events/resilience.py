@@ -1,0 +1,95 @@
+"""Resilience records: retries, circuit-breaker transitions, budget warnings and pauses
+(:mod:`supervisors.retry`, :mod:`supervisors.breaker`, :mod:`supervisors.budget`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from actors.error_types import ActorError
+from actors.events._base import Event, redact_optional, safe_error
+from actors.redact import redact_text
+
+
+@attrs.frozen(kw_only=True)
+class RetryScheduled(Event):
+    """A failed attempt will be retried after ``delay`` seconds (announced before the
+    sleep). The log line carries ``code`` and ``provider`` of ``error``."""
+
+    name: ClassVar[str] = "retry.scheduled"
+    level: ClassVar[int] = logging.INFO
+
+    #: Which retry this is, from 1.
+    attempt: int
+    #: The failure being retried.
+    error: ActorError = attrs.field(converter=safe_error)
+    #: Seconds to wait before the retry.
+    delay: float
+    #: ``"header"`` (the error's ``retry_after``, honoured exactly) or ``"schedule"``
+    #: (the policy's backoff).
+    source: Literal["header", "schedule"]
+
+    def fields(self) -> dict[str, Any]:
+        """The log fields: ``attempt``, ``code``, ``delay``, ``source``, ``provider``."""
+        return {
+            "attempt": self.attempt,
+            "code": str(self.error.code),
+            "delay": self.delay,
+            "source": self.source,
+            "provider": self.error.provider,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class BreakerTransition(Event):
+    """A circuit breaker (of a provider, or of one model of it) changed state."""
+
+    name: ClassVar[str] = "breaker.transition"
+    level: ClassVar[int] = logging.INFO
+
+    provider: str = attrs.field(converter=redact_text)
+    #: The model whose breaker it is; ``None`` for the provider's own.
+    model: str | None = attrs.field(converter=redact_optional)
+    #: ``"closed"``, ``"open"`` or ``"half_open"``.
+    before: str = attrs.field(converter=str)
+    after: str = attrs.field(converter=str)
+    #: The code of the failure that opened it; ``None`` when it closes.
+    code: str | None
+    #: The cooldown in seconds; ``None`` when closing or when permanent.
+    cooldown: float | None
+    #: Open until reset by hand (``auth``-like failures).
+    permanent: bool
+
+
+@attrs.frozen(kw_only=True)
+class BudgetWarning(Event):
+    """A run's usage reached the warning fraction of a cap (``exceeded=False``, once
+    per cap), or passed the cap under ``on_exceed="warn"`` (``exceeded=True``)."""
+
+    name: ClassVar[str] = "budget.warning"
+    level: ClassVar[int] = logging.WARNING
+
+    run_id: str = attrs.field(converter=redact_text)
+    #: ``"tokens"``, ``"cost"``, ``"turns"`` or ``"seconds"``.
+    dimension: str = attrs.field(converter=str)
+    #: Usage so far, in the dimension's unit.
+    used: float
+    #: The cap.
+    limit: float
+    exceeded: bool
+
+
+@attrs.frozen(kw_only=True)
+class BudgetPaused(Event):
+    """A run passed a cap under ``on_exceed="pause"``: the ``approve`` hook is asked."""
+
+    name: ClassVar[str] = "budget.paused"
+    level: ClassVar[int] = logging.WARNING
+
+    run_id: str = attrs.field(converter=redact_text)
+    #: ``"tokens"``, ``"cost"``, ``"turns"`` or ``"seconds"``.
+    dimension: str = attrs.field(converter=str)
+    used: float
+    limit: float
