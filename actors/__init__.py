@@ -27,7 +27,8 @@ from actors.errors import (
     normalize,
     retry_after_from,
 )
-from actors.observe import bind_context, configure_logging, get_logger
+from actors.events import Event, EventHook
+from actors.observe import add_event_hook, bind_context, configure_logging, get_logger
 from actors.redact import redact_text, register_secret
 from actors.registry import Registry
 from actors.runtime import Runtime, open_runtime
@@ -45,6 +46,8 @@ __all__ = [
     "DeadLetter",
     "DeadLetters",
     "ErrorClass",
+    "Event",
+    "EventHook",
     "Failure",
     "InternalError",
     "LimitError",
@@ -57,6 +60,7 @@ __all__ = [
     "ToolError",
     "Usage",
     "ValidationError",
+    "add_event_hook",
     "bind_context",
     "classify",
     "configure_logging",

@@ -42,16 +42,15 @@ from actors.actor import Actor, ActorRef, CellState
 from actors.cleanup import DEFAULT_CLEANUP_BUDGET
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code
+from actors.events import ActorStopped
 from actors.exits import AfterCrash, Exit, must_propagate
 from actors.incarnation import Incarnation, start_failed
 from actors.mailbox import Envelope, Mailbox
-from actors.observe import EventName, enabled, get_logger
+from actors.observe import emit, enabled
 from actors.replies import evict, stopped_error, time_out, withdraw
 from actors.timer import DeadlineTimer
 
 _DEBUG: Final = logging.DEBUG
-
-_log = get_logger("actors.cell")
 
 
 class Supervision(Protocol):
@@ -289,7 +288,7 @@ class ActorCell:
         if self._stopped is not None:
             self._stopped.set()
         if enabled(_DEBUG):
-            _log.debug(EventName.ACTOR_STOPPED, actor=self.path, reason=reason)
+            emit(ActorStopped(actor=self.path, reason=reason))
 
     def revive(self) -> None:
         """Open a slot closed for good again (``restart_child`` after ``terminate_child``):

@@ -20,12 +20,11 @@ import trio
 
 from actors.actor import Actor, overrides
 from actors.errors import normalize
+from actors.events import ActorCleanupFailed, ActorCleanupTimeout
 from actors.exits import AfterCrash, Exit, ExitKind, must_propagate
-from actors.observe import get_logger
+from actors.observe import emit
 
 DEFAULT_CLEANUP_BUDGET: Final = 5.0
-
-_log = get_logger("actors.cell")  # the slot's events, wherever its code lives
 
 
 async def clean_up_after(instance: Actor, exit_: Exit, *, budget: float, path: str) -> None:
@@ -54,6 +53,6 @@ async def run_cleanup_hook(
             if must_propagate(exc):
                 raise
             # The instance is going away regardless; the failure is logged, not lost.
-            _log.error("actor.cleanup_failed", actor=path, hook=hook, error=normalize(exc))
+            emit(ActorCleanupFailed(actor=path, hook=hook, error=normalize(exc)))
     if scope.cancelled_caught:
-        _log.warning("actor.cleanup_timeout", actor=path, hook=hook)
+        emit(ActorCleanupTimeout(actor=path, hook=hook))

@@ -35,15 +35,14 @@ from actors.actor import Actor, ActorRef, CellState, Deferred, overrides
 from actors.cleanup import clean_up_after, run_cleanup_hook
 from actors.deferred import DeferredWork
 from actors.errors import ActorError, Code, current_cancel_reason, normalize
+from actors.events import ActorStarted, ActorStartFailed, ErrorSuppressed
 from actors.exits import AfterCrash, Exit, ExitKind, must_propagate
 from actors.mailbox import Envelope, Mailbox, State
-from actors.observe import EventName, enabled, get_logger
+from actors.observe import emit, enabled
 from actors.replies import answer, answer_unfinished, cancelled_after_running, ran
 
 _YIELD_EVERY: Final = 64  # messages served back to back before a fairness checkpoint
 _DEBUG: Final = logging.DEBUG
-
-_log = get_logger("actors.cell")  # the slot's events, wherever its code lives
 
 
 class IncarnationSlot(Protocol):
@@ -99,7 +98,7 @@ def start_failed(exc: BaseException, path: str) -> ActorError:
     err = normalize(exc)
     if err.actor is None:
         err.actor = path
-    _log.warning(EventName.ACTOR_START_FAILED, actor=path, error=err)
+    emit(ActorStartFailed(actor=path, error=err))
     return err
 
 
@@ -207,7 +206,7 @@ class Incarnation:
                 raise start_failed(exc, self.path) from exc
         slot.state = CellState.RUNNING
         if enabled(_DEBUG):
-            _log.debug(EventName.ACTOR_STARTED, actor=self.path, restarts=slot.restarts)
+            emit(ActorStarted(actor=self.path, restarts=slot.restarts))
         return instance
 
     async def cancellation_wins(self, exc: BaseException) -> None:
@@ -218,12 +217,7 @@ class Incarnation:
             await trio.lowlevel.checkpoint_if_cancelled()  # no schedule point if not
         except trio.Cancelled:
             self._suppressed = exc
-            _log.info(
-                EventName.SUPPRESSED,
-                actor=self.path,
-                reason="cancelled",
-                suppressed=normalize(exc),
-            )
+            emit(ErrorSuppressed(actor=self.path, reason="cancelled", suppressed=normalize(exc)))
             raise
 
     # --- serving the mailbox -----------------------------------------------------------
@@ -294,11 +288,11 @@ class Incarnation:
                     raise
                 if segment is not None and segment.cancel_called:
                     # The caller asked for the cancel and has already left: its cancel wins.
-                    _log.info(
-                        EventName.SUPPRESSED,
-                        actor=path,
-                        reason="caller cancelled",
-                        suppressed=normalize(exc),
+                    suppressed = normalize(exc)
+                    emit(
+                        ErrorSuppressed(
+                            actor=path, reason="caller cancelled", suppressed=suppressed
+                        )
                     )
                     return None
                 await self.cancellation_wins(exc)
@@ -339,7 +333,7 @@ class Incarnation:
             cancelled = cancelled_after_running(cancel_reason, path, exc)
             if envelope.is_call:
                 envelope.resolve(Error(cancelled))
-            _log.info(EventName.SUPPRESSED, actor=path, reason=cancel_reason, suppressed=err)
+            emit(ErrorSuppressed(actor=path, reason=cancel_reason, suppressed=err))
             return Exit(ExitKind.CANCELLED, cancel_reason, error=cancelled)
         if envelope.is_call:
             envelope.resolve(Error(err))

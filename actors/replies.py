@@ -29,12 +29,11 @@ from outcome import Error, Value
 
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code, Failure
+from actors.events import ActorCastFailed, ActorLateReply
 from actors.mailbox import Envelope, Mailbox, State
-from actors.observe import EventName, enabled, get_logger
+from actors.observe import emit, enabled
 
 _DEBUG: Final = logging.DEBUG
-
-_log = get_logger("actors.cell")  # the slot's events, wherever its code lives
 
 
 def answer(envelope: Envelope, result: Any, path: str) -> None:
@@ -45,10 +44,10 @@ def answer(envelope: Envelope, result: Any, path: str) -> None:
             envelope.resolve(Error(err))
         else:
             envelope.state = State.DONE
-            _log.warning("actor.cast_failed", actor=path, error=err)
+            emit(ActorCastFailed(actor=path, error=err))
     elif envelope.is_call:
         if not envelope.resolve(Value(result)) and enabled(_DEBUG):
-            _log.debug(EventName.CALL_LATE_REPLY, actor=path)
+            emit(ActorLateReply(actor=path))
     else:
         envelope.state = State.DONE
 

@@ -29,14 +29,13 @@ from actors.cell import ActorCell, Supervision
 from actors.cleanup import DEFAULT_CLEANUP_BUDGET
 from actors.deadletters import DeadLetters
 from actors.errors import ActorError, Code, cancel_in_effect
+from actors.events import ActorCrashed, ActorRestarting
 from actors.exits import AfterCrash
 from actors.mailbox import DEFAULT_CAPACITY, Envelope, Mailbox, Overflow
 from actors.nursery import open_nursery_unwrapped, run_to_completion
-from actors.observe import EventName, get_logger
+from actors.observe import emit
 from actors.registry import Registry
 from actors.timer import DeadlineTimer
-
-_log = get_logger("actors.runtime")
 
 
 class MinimalRestarts:
@@ -54,7 +53,7 @@ class MinimalRestarts:
             return AfterCrash.STOP  # a cancel is under way: nothing restarts
         if error.code is Code.CANCELLED:
             return AfterCrash.RESUME  # a cancellation from elsewhere (a nested call)
-        _log.warning(EventName.ACTOR_CRASHED, actor=cell.path, error=error, restarts=cell.restarts)
+        emit(ActorCrashed(actor=cell.path, error=error, restarts=cell.restarts))
         if cell.restarts < self.max_restarts and cell.accepting:
             cell.restarts += 1
             return AfterCrash.RESTART
@@ -317,7 +316,7 @@ def _check_spawn(name: object, max_restarts: object, cleanup_budget: object) -> 
 
 
 def _log_restarting(cell: ActorCell) -> None:
-    _log.info(EventName.ACTOR_RESTARTING, actor=cell.path, restarts=cell.restarts)
+    emit(ActorRestarting(actor=cell.path, restarts=cell.restarts))
 
 
 def _expire(envelope: Envelope) -> None:

@@ -46,7 +46,7 @@ import trio
 
 from actors import ActorError, Code, normalize
 from actors.events import BreakerTransition
-from actors.observe import emit
+from actors.lowlevel import emit
 from supervisors.state import MemoryState, StateBackend, Transition
 from supervisors.state.base import BreakerState
 

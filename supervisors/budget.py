@@ -36,7 +36,7 @@ import trio
 
 from actors import ActorError, Code, Usage
 from actors.events import BudgetPaused, BudgetWarning
-from actors.observe import emit
+from actors.lowlevel import emit
 from supervisors.state import MemoryState, StateBackend
 
 OnExceed = Literal["fail", "warn", "pause"]

@@ -45,7 +45,7 @@ import trio
 
 from actors import ActorError, Code, classify
 from actors.events import RetryScheduled
-from actors.observe import emit
+from actors.lowlevel import emit
 from supervisors.backoff import Backoff
 
 T = TypeVar("T")

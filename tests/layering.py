@@ -37,7 +37,9 @@ from pathlib import Path
 import attrs
 
 PACKAGES = ("actors", "supervisors")
-PUBLIC_ACTORS_MODULES = frozenset({"actors", "actors.lowlevel", "actors.providers"})
+PUBLIC_ACTORS_MODULES = frozenset(
+    {"actors", "actors.events", "actors.lowlevel", "actors.providers"}
+)
 # Past this many cycles the tree has a structural problem; listing more would not help.
 MAX_CYCLES = 50
 
