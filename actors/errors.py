@@ -1,7 +1,12 @@
 """The error model: codes, classes, the typed error, failures as values, classification.
 
 This is the public face of the taxonomy; the pieces live in :mod:`actors.codes`,
-:mod:`actors.error_types` and :mod:`actors.classify`.
+:mod:`actors.error_types`, :mod:`actors.classify` (one foreign failure → one error) and
+:mod:`actors.http_status` (what a provider's HTTP answer means). They are leaves: none
+imports this module.
+
+:func:`classify` is :func:`actors.classify.classify` that also takes an exception group
+(reduced by :func:`normalize`, the context arguments unused).
 
 :func:`normalize` is the single funnel the runners use to turn *any* outcome of user code
 into one :class:`ActorError`:
@@ -25,11 +30,12 @@ into one :class:`ActorError`:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 import trio
 
-from actors.classify import classify, retry_after_from
+from actors.classify import classify as classify_one
 from actors.codes import CODE_TABLE, Code, CodeInfo, ErrorClass, info, parse_code
 from actors.error_types import (
     FAMILY_BY_CLASS,
@@ -47,6 +53,7 @@ from actors.error_types import (
     fail,
     new_correlation_id,
 )
+from actors.http_status import retry_after_from
 
 __all__ = [
     "CODE_TABLE",
@@ -78,6 +85,21 @@ __all__ = [
 ]
 
 
+def classify(
+    obj: object,
+    *,
+    provider: str | None = None,
+    dialect: str | None = None,
+    **context: Any,
+) -> ActorError:
+    """The typed error for ``obj`` (:func:`actors.classify.classify`); an exception group
+    is reduced by :func:`normalize` instead (``provider``, ``dialect`` and ``context`` are
+    not applied to it: its members keep their own)."""
+    if isinstance(obj, BaseExceptionGroup):
+        return normalize(obj)
+    return classify_one(obj, provider=provider, dialect=dialect, **context)
+
+
 def normalize(outcome: object, *, step: bool = False) -> ActorError:
     """Turn a returned failure, a raised error, or a group into one :class:`ActorError`."""
     if isinstance(outcome, Failure):
@@ -94,7 +116,7 @@ def _normalize_one(outcome: object, *, step: bool) -> ActorError:
         return ActorError.from_code(Code.CANCELLED, _cancel_reason(outcome), cause=outcome)
     if isinstance(outcome, KeyboardInterrupt | SystemExit):
         raise TypeError(f"{type(outcome).__name__} must propagate; it is never normalized")
-    err = classify(outcome)
+    err = classify_one(outcome)
     if step and err.code is Code.INTERNAL:
         err = ActorError.from_code(
             Code.EXECUTION_FAILED,

@@ -1,6 +1,12 @@
-"""LLM provider adapters over httpx, as actors: OpenAI-compatible and Anthropic."""
+"""LLM provider adapters over httpx, as actors: OpenAI-compatible and Anthropic.
 
-from actors.providers.anthropic import AnthropicProvider
+An adapter is an :class:`HttpProvider` (transport: the httpx client, the call, the
+classification) speaking a :class:`Dialect` (the wire format: :class:`OpenAIDialect`,
+:class:`AnthropicDialect`). :class:`OpenAIProvider` and :class:`AnthropicProvider` are
+the two put together.
+"""
+
+from actors.providers.anthropic import AnthropicDialect, AnthropicProvider
 from actors.providers.base import (
     Capabilities,
     Complete,
@@ -16,19 +22,24 @@ from actors.providers.base import (
     ToolSpec,
 )
 from actors.providers.client import ProviderClient
+from actors.providers.dialect import Dialect, ErrorAnswer, StreamState
 from actors.providers.http import HttpProvider
-from actors.providers.openai import OpenAIProvider
+from actors.providers.openai import OpenAIDialect, OpenAIProvider
 from actors.providers.sse import SseEvent, SseParser
 
 __all__ = [
+    "AnthropicDialect",
     "AnthropicProvider",
     "Capabilities",
     "Complete",
+    "Dialect",
+    "ErrorAnswer",
     "HttpProvider",
     "LlmProvider",
     "LlmRequest",
     "LlmResponse",
     "Message",
+    "OpenAIDialect",
     "OpenAIProvider",
     "ProviderClient",
     "ProviderConfig",
@@ -37,6 +48,7 @@ __all__ = [
     "Stream",
     "StreamEvent",
     "StreamReader",
+    "StreamState",
     "ToolCall",
     "ToolSpec",
 ]

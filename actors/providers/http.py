@@ -1,7 +1,8 @@
 """The HTTP adapter actor shared by every dialect: one attempt per call, classify all.
 
-A :class:`HttpProvider` owns one ``httpx.AsyncClient`` (opened in ``on_start``, closed in
-``on_stop`` / ``on_restart``), answers :class:`~actors.providers.base.Complete` and
+A :class:`HttpProvider` carries one :class:`~actors.providers.dialect.Dialect` over
+httpx. It owns one ``httpx.AsyncClient`` (opened in ``on_start``, closed in ``on_stop`` /
+``on_restart``), answers :class:`~actors.providers.base.Complete` and
 :class:`~actors.providers.base.Stream` messages concurrently (deferred replies, up to
 ``max_in_flight``), and never retries: the runner owns retry and fallback.
 
@@ -13,28 +14,32 @@ Rules every dialect inherits:
   ``input_validation`` — both returned as values (:func:`actors.errors.fail`): they fail
   that caller only, the actor goes on serving (no crash, no restart);
 * any httpx failure, any error status, any body that is not the dialect's shape is
-  classified by :func:`actors.errors.classify` — no vendor error escapes;
+  classified by :func:`actors.classify.classify` — no vendor error escapes;
 * the response body is read up to ``max_response_bytes`` (more: ``malformed_response``);
 * a stream ends with its terminator or it is a failure: ``network`` (retryable), with the
   usage and the text received so far on the error — never a silent truncation; an error
   event mid-stream is classified like the HTTP error it stands for;
 * stream events go to the caller's channel with backpressure; if the consumer stops or is
   cancelled, the upstream request is closed.
+
+``transport`` replaces httpx's own (an ``httpx.MockTransport`` in a unit test, say). The
+client closes it with itself, as httpx does; then ``max_connections`` does not apply (it
+configures httpx's own transport). A factory that may restart the actor should build a
+fresh transport for each instance.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import cattrs
 import httpx
 import trio
 
 from actors.actor import Actor
-from actors.errors import ActorError, Code, classify, fail
+from actors.classify import classify
+from actors.errors import ActorError, Code, fail
 from actors.providers.base import (
     Complete,
     LlmRequest,
@@ -44,49 +49,24 @@ from actors.providers.base import (
     StreamEvent,
     ToolCall,
 )
-from actors.providers.sse import SseEvent, SseParser
+from actors.providers.dialect import Dialect, StreamState
+from actors.providers.sse import SseParser
 from actors.usage import Usage
-
-_converter = cattrs.Converter(forbid_extra_keys=False)
-
-
-def structure(data: Any, cls: type[Any], *, provider: str, model: str | None) -> Any:
-    """cattrs-structure untrusted provider JSON; ``malformed_response`` naming the field."""
-    try:
-        return _converter.structure(data, cls)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        problems = (
-            cattrs.transform_error(exc)
-            if isinstance(exc, cattrs.BaseValidationError)
-            else [str(exc)]
-        )
-        raise ActorError.from_code(
-            Code.MALFORMED_RESPONSE,
-            "provider answer does not match its schema: " + "; ".join(problems),
-            provider=provider,
-            model=model,
-        ) from exc
-
-
-@attrs.define
-class StreamState:
-    """What a stream delivered so far (for the assembled answer or the failure)."""
-
-    text: list[str] = attrs.Factory(list)
-    tool_calls: dict[int, dict[str, str]] = attrs.Factory(dict)
-    usage: Usage | None = None
-    finish_reason: str | None = None
-    done: bool = False
 
 
 class HttpProvider(Actor):
-    """Base adapter; dialects implement the five ``dialect_*`` / ``stream_*`` hooks."""
+    """A provider actor speaking ``dialect`` over httpx (see the module docstring)."""
 
-    dialect: str = ""
-    path: str = ""
-
-    def __init__(self, config: ProviderConfig) -> None:
+    def __init__(
+        self,
+        config: ProviderConfig,
+        dialect: Dialect,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = config
+        self.dialect = dialect
+        self.transport = transport
         self.client: httpx.AsyncClient | None = None
         self.max_deferred = config.max_in_flight  # calls in flight at once
 
@@ -94,10 +74,9 @@ class HttpProvider(Actor):
 
     async def on_start(self) -> None:
         config = self.config
-        key = config.resolve_api_key()
         self.client = httpx.AsyncClient(
             base_url=config.base_url,
-            headers=self.auth_headers(key),
+            headers=self.dialect.headers(config.resolve_api_key()),
             timeout=httpx.Timeout(
                 connect=config.connect_timeout,
                 read=config.read_timeout,
@@ -108,6 +87,7 @@ class HttpProvider(Actor):
                 max_connections=config.max_connections,
                 max_keepalive_connections=config.max_connections,
             ),
+            transport=self.transport,
         )
 
     async def on_stop(self, reason: str) -> None:
@@ -120,35 +100,6 @@ class HttpProvider(Actor):
         if self.client is not None:
             client, self.client = self.client, None
             await client.aclose()
-
-    # --- dialect hooks ----------------------------------------------------------------
-
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        raise NotImplementedError
-
-    def request_body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def parse_response(self, data: Any, request: LlmRequest) -> LlmResponse:
-        raise NotImplementedError
-
-    def stream_events(self, event: SseEvent, state: StreamState) -> list[StreamEvent]:
-        """Translate one SSE event; set ``state.done`` on the terminator; raise a typed
-        error for an error event."""
-        raise NotImplementedError
-
-    def event_json(self, event: SseEvent) -> Any:
-        """The JSON of one stream event, or ``malformed_response``."""
-        try:
-            return json.loads(event.data)
-        except ValueError:
-            raise ActorError.from_code(
-                Code.MALFORMED_RESPONSE, "stream event is not JSON", provider=self.config.name
-            ) from None
-
-    def complete_at_eof(self, state: StreamState) -> bool:
-        """Whether a stream that closed cleanly before its terminator is still complete."""
-        return False
 
     # --- messages ---------------------------------------------------------------------
 
@@ -178,9 +129,9 @@ class HttpProvider(Actor):
 
     async def _complete(self, request: LlmRequest) -> LlmResponse:
         started = trio.current_time()
-        body = self.request_body(request, stream=False)
+        body = self.dialect.request_body(request, stream=False)
         try:
-            async with self._client().stream("POST", self.path, json=body) as response:
+            async with self._client().stream("POST", self.dialect.path, json=body) as response:
                 raw = await self._read(response, request)
         except httpx.HTTPError as exc:
             raise self._classify(exc, request) from exc
@@ -190,7 +141,7 @@ class HttpProvider(Actor):
             data = json.loads(raw)
         except ValueError:
             raise self._classify(_with_body(response, raw), request) from None
-        answer = self.parse_response(data, request)
+        answer = self.dialect.parse_response(data, request, provider=self.config.name)
         return attrs.evolve(answer, latency=trio.current_time() - started)
 
     async def _stream(
@@ -198,10 +149,10 @@ class HttpProvider(Actor):
     ) -> LlmResponse:
         started = trio.current_time()
         state = StreamState()
-        body = self.request_body(request, stream=True)
+        body = self.dialect.request_body(request, stream=True)
         try:
             # The sink is the caller's to close (after it has recorded the outcome).
-            async with self._client().stream("POST", self.path, json=body) as response:
+            async with self._client().stream("POST", self.dialect.path, json=body) as response:
                 if response.status_code >= 300:
                     raw = await self._read(response, request)
                     raise self._classify(_with_body(response, raw), request)
@@ -239,6 +190,7 @@ class HttpProvider(Actor):
         sink: trio.MemorySendChannel[StreamEvent],
     ) -> None:
         parser = SseParser(max_event_bytes=self.config.max_response_bytes)
+        provider = self.config.name
         # Read to the end of the body even after the terminator (it ends right after it):
         # leaving httpx's byte iterator early leaks its inner async generators
         # (encode/httpx#3686).
@@ -246,15 +198,19 @@ class HttpProvider(Actor):
             for sse in parser.feed(chunk):
                 if state.done:
                     continue  # anything after the terminator is ignored
-                for event in self.stream_events(sse, state):
+                events = self.dialect.stream_events(sse, state, provider=provider)
+                if state.error is not None:
+                    error = httpx.Response(state.error.status, json=dict(state.error.body))
+                    raise self._classify(error, request)
+                for event in events:
                     await sink.send(event)
         parser.close()
-        if state.done or self.complete_at_eof(state):
+        if state.done or self.dialect.complete_at_eof(state):
             return
         raise ActorError.from_code(
             Code.NETWORK,
             "stream ended without its terminator",
-            provider=self.config.name,
+            provider=provider,
             model=request.model,
         )
 
@@ -285,7 +241,9 @@ class HttpProvider(Actor):
     def _classify(
         self, obj: object, request: LlmRequest, state: StreamState | None = None
     ) -> ActorError:
-        err = classify(obj, provider=self.config.name, dialect=self.dialect, model=request.model)
+        err = classify(
+            obj, provider=self.config.name, dialect=self.dialect.name, model=request.model
+        )
         return _with_partial(err, state) if state is not None else err
 
 
@@ -314,9 +272,4 @@ def _tool_calls(state: StreamState) -> tuple[ToolCall, ...]:
     )
 
 
-def error_response(status: int, body: Mapping[str, Any]) -> httpx.Response:
-    """An HTTP answer standing for an error event received mid-stream (to classify it)."""
-    return httpx.Response(status, json=dict(body))
-
-
-__all__ = ["HttpProvider", "StreamState", "error_response", "structure"]
+__all__ = ["HttpProvider"]

@@ -1,16 +1,28 @@
-"""The OpenAI-compatible adapter (``POST /v1/chat/completions``)."""
+"""The OpenAI-compatible dialect (``POST /v1/chat/completions``) and its adapter."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
+import httpx
 
-from actors.errors import ActorError, Code, classify
-from actors.providers.base import LlmRequest, LlmResponse, Message, StreamEvent, ToolCall
-from actors.providers.http import HttpProvider, StreamState, error_response, structure
+from actors.errors import ActorError, Code
+from actors.providers.base import (
+    LlmRequest,
+    LlmResponse,
+    Message,
+    ProviderConfig,
+    StreamEvent,
+    ToolCall,
+)
+from actors.providers.dialect import ErrorAnswer, StreamState, event_json, structure
+from actors.providers.http import HttpProvider
 from actors.providers.sse import SseEvent
 from actors.usage import Usage
+
+#: The HTTP status an ``{"error": ...}`` chunk mid-stream stands for.
+STREAM_ERROR_STATUS: Final = 500
 
 
 @attrs.frozen
@@ -96,14 +108,15 @@ def _message(message: Message) -> dict[str, Any]:
     return out
 
 
-class OpenAIProvider(HttpProvider):
-    """An OpenAI-compatible chat-completions endpoint."""
+class OpenAIDialect:
+    """OpenAI-compatible chat completions: bearer authentication, ``choices``, SSE chunks
+    ending with ``data: [DONE]`` (or, for servers that omit it, a finish reason)."""
 
-    dialect = "openai"
+    name = "openai"
     path = "/v1/chat/completions"
 
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {key}"} if key else {}
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def request_body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -134,12 +147,14 @@ class OpenAIProvider(HttpProvider):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def parse_response(self, data: Any, request: LlmRequest) -> LlmResponse:
-        name = self.config.name
-        completion = structure(data, _Completion, provider=name, model=request.model)
+    def parse_response(self, data: Any, request: LlmRequest, *, provider: str) -> LlmResponse:
+        completion = structure(data, _Completion, provider=provider, model=request.model)
         if not completion.choices:
             raise ActorError.from_code(
-                Code.MALFORMED_RESPONSE, "answer has no choices", provider=name, model=request.model
+                Code.MALFORMED_RESPONSE,
+                "answer has no choices",
+                provider=provider,
+                model=request.model,
             )
         choice = completion.choices[0]
         return LlmResponse(
@@ -150,42 +165,28 @@ class OpenAIProvider(HttpProvider):
             ),
             finish_reason=choice.finish_reason,
             usage=completion.usage.usage() if completion.usage else Usage(),
-            provider=name,
+            provider=provider,
             model=completion.model or request.model,
         )
 
-    def stream_events(self, event: SseEvent, state: StreamState) -> list[StreamEvent]:
+    def stream_events(
+        self, event: SseEvent, state: StreamState, *, provider: str
+    ) -> list[StreamEvent]:
         if event.data.strip() == "[DONE]":
             state.done = True
             return []
-        name = self.config.name
-        data = self.event_json(event)
+        data = event_json(event, provider=provider)
         if isinstance(data, dict) and "error" in data:
-            raise classify(error_response(500, data), provider=name, dialect="openai")
-        chunk = structure(data, _Chunk, provider=name, model=None)
+            state.error = ErrorAnswer(STREAM_ERROR_STATUS, data)
+            return []
+        chunk = structure(data, _Chunk, provider=provider, model=None)
         events: list[StreamEvent] = []
         for choice in chunk.choices[:1]:
             if choice.delta.content:
                 state.text.append(choice.delta.content)
                 events.append(StreamEvent(kind="text", text=choice.delta.content))
             for delta in choice.delta.tool_calls:
-                call = state.tool_calls.setdefault(delta.index, {})
-                function = delta.function or _FunctionDelta()
-                if delta.id:
-                    call["id"] = delta.id
-                if function.name:
-                    call["name"] = function.name
-                if function.arguments:
-                    call["arguments"] = call.get("arguments", "") + function.arguments
-                events.append(
-                    StreamEvent(
-                        kind="tool_call",
-                        index=delta.index,
-                        tool_call_id=delta.id,
-                        tool_name=function.name,
-                        arguments=function.arguments or "",
-                    )
-                )
+                events.append(_tool_call_delta(delta, state))
             if choice.finish_reason:
                 state.finish_reason = choice.finish_reason
                 events.append(StreamEvent(kind="finish", finish_reason=choice.finish_reason))
@@ -197,3 +198,37 @@ class OpenAIProvider(HttpProvider):
     def complete_at_eof(self, state: StreamState) -> bool:
         # Some OpenAI-compatible servers omit [DONE]; a finish reason ends the answer.
         return state.finish_reason is not None
+
+
+def _tool_call_delta(delta: _ToolCallDelta, state: StreamState) -> StreamEvent:
+    call = state.tool_calls.setdefault(delta.index, {})
+    function = delta.function or _FunctionDelta()
+    if delta.id:
+        call["id"] = delta.id
+    if function.name:
+        call["name"] = function.name
+    if function.arguments:
+        call["arguments"] = call.get("arguments", "") + function.arguments
+    return StreamEvent(
+        kind="tool_call",
+        index=delta.index,
+        tool_call_id=delta.id,
+        tool_name=function.name,
+        arguments=function.arguments or "",
+    )
+
+
+OPENAI: Final = OpenAIDialect()
+
+
+class OpenAIProvider(HttpProvider):
+    """An OpenAI-compatible chat-completions endpoint: :class:`HttpProvider` speaking
+    :class:`OpenAIDialect`."""
+
+    def __init__(
+        self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        super().__init__(config, OPENAI, transport=transport)
+
+
+__all__ = ["OPENAI", "OpenAIDialect", "OpenAIProvider"]
