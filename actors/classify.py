@@ -13,8 +13,8 @@ wins, then a fatal member), which classifies each leaf here. The public
 ``actors.classify`` (:func:`actors.errors.classify`) hands groups to ``normalize``.
 
 This module is a leaf of the error modules: it imports :mod:`actors.codes`,
-:mod:`actors.error_types`, :mod:`actors.http_status` and :mod:`actors.observe`, never
-:mod:`actors.errors`.
+:mod:`actors.error_types`, :mod:`actors.http_status`, :mod:`actors.events` and
+:mod:`actors.observe`, never :mod:`actors.errors`.
 
 Transport errors: httpx timeouts → ``timeout``; network, remote-protocol and proxy
 errors → ``network``; decoding errors → ``malformed_response``; any other httpx error
@@ -35,12 +35,12 @@ import trio
 
 from actors.codes import Code
 from actors.error_types import ActorError
+from actors.events import ClassifyUnplaced
 from actors.http_status import DIALECTS, read_answer, retry_after_from
-from actors.observe import get_logger
+from actors.observe import emit
 
 __all__ = ["classify", "retry_after_from"]
 
-_log = get_logger("actors.classify")
 
 #: httpx errors that place, by the first matching class; other httpx errors are unplaced.
 TRANSPORT_CODES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], Code], ...] = (
@@ -135,5 +135,5 @@ def _unplaced(
         cause=obj if isinstance(obj, BaseException) else None,
         **fields,
     )
-    _log.error("classify.unplaced", kind=kind, provider=provider, error=err)
+    emit(ClassifyUnplaced(kind=kind, provider=provider, error=err))
     return err
