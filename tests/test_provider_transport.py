@@ -382,6 +382,39 @@ async def test_a_stream_without_its_terminator_fails(
     assert err.partial_text == "hi there"
 
 
+@pytest.mark.parametrize(
+    "event",
+    [
+        ("content_block_start", {"type": "content_block_start", "content_block": "text"}),
+        ("content_block_delta", {"type": "content_block_delta", "delta": ["text_delta"]}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": "first",
+                "content_block": {"type": "tool_use", "id": "t", "name": "n"},
+            },
+        ),
+        ("message_delta", {"type": "message_delta", "usage": 7}),
+    ],
+    ids=["block-not-object", "delta-not-object", "index-not-int", "usage-not-object"],
+)
+async def test_a_stream_event_of_the_wrong_shape_is_malformed(
+    event: tuple[str | None, Any], autojump_clock: MockClock
+) -> None:
+    """A field of the wrong type is the provider's malformed answer, never ``internal``;
+    what the stream delivered before it is kept."""
+    err = await stream(ANTHROPIC, sse(*ANTHROPIC_STREAM_HEAD, event))
+    assert isinstance(err, ActorError)
+    assert (err.code, err.provider, err.model, err.partial_text) == (
+        Code.MALFORMED_RESPONSE,
+        "p",
+        "m-1",
+        "hi there",
+    )
+    assert err.message.startswith("provider answer has the wrong shape (")
+
+
 # --- the dialects are plain values; the default transport is httpx's own ---------------
 
 

@@ -31,6 +31,8 @@ fresh transport for each instance.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -141,7 +143,8 @@ class HttpProvider(Actor):
             data = json.loads(raw)
         except ValueError:
             raise self._classify(_with_body(response, raw), request) from None
-        answer = self.dialect.parse_response(data, request, provider=self.config.name)
+        with _unparsable_is_malformed(self.config.name, request.model):
+            answer = self.dialect.parse_response(data, request, provider=self.config.name)
         return attrs.evolve(answer, latency=trio.current_time() - started)
 
     async def _stream(
@@ -198,7 +201,8 @@ class HttpProvider(Actor):
             for sse in parser.feed(chunk):
                 if state.done:
                     continue  # anything after the terminator is ignored
-                events = self.dialect.stream_events(sse, state, provider=provider)
+                with _unparsable_is_malformed(provider, request.model):
+                    events = self.dialect.stream_events(sse, state, provider=provider)
                 if state.error is not None:
                     error = httpx.Response(state.error.status, json=dict(state.error.body))
                     raise self._classify(error, request)
@@ -245,6 +249,25 @@ class HttpProvider(Actor):
             obj, provider=self.config.name, dialect=self.dialect.name, model=request.model
         )
         return _with_partial(err, state) if state is not None else err
+
+
+_PARSE_ERRORS = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+
+
+@contextmanager
+def _unparsable_is_malformed(provider: str, model: str | None) -> Iterator[None]:
+    """A dialect reading an answer of the wrong shape (a string where an object belongs,
+    an index that is not a number) fails with a plain Python error: that is the
+    provider's ``malformed_response``, the error kept as cause — not ``internal``."""
+    try:
+        yield
+    except _PARSE_ERRORS as exc:
+        raise ActorError.from_code(
+            Code.MALFORMED_RESPONSE,
+            f"provider answer has the wrong shape ({type(exc).__name__})",
+            provider=provider,
+            model=model,
+        ) from exc
 
 
 def _with_body(response: httpx.Response, raw: bytes) -> httpx.Response:
