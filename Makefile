@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH ?=
+MODULE ?=
 
-.PHONY: test lint types pytest demo bench clean
+.PHONY: test lint types pytest demo bench mutate clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH)
+
+# Mutation score of one module against the tests that exercise it (docs/contributing.md).
+mutate: $(STAMP)
+	@test -n "$(MODULE)" || { echo "usage: make mutate MODULE=path/to/module.py" >&2; exit 2; }
+	$(BIN)/python -m tests.mutation $(MODULE)
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache

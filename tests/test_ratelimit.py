@@ -92,6 +92,24 @@ async def test_cancelled_waiter_gives_back_only_its_own(autojump_clock: MockCloc
 
 
 async def test_unknown_keys_are_unlimited(autojump_clock: MockClock) -> None:
-    limiter = RateLimiter({})
-    permit = await limiter.acquire("beta", tokens=10**9)
-    await limiter.settle(permit, 5)
+    limiter = RateLimiter({"alpha": RateLimit(requests_per_minute=60, request_burst=1)})
+    permits = [
+        await limiter.acquire("beta", tokens=10**9, deadline=trio.current_time())
+        for _ in range(100)
+    ]
+    assert trio.current_time() == 0.0  # none of them waited
+    assert {(p.key, p.estimate) for p in permits} == {("beta", 10**9)}
+    for permit in permits:
+        await limiter.settle(permit, 5)
+        await limiter.release(permit)
+    fast = limiter.acquire_fast("beta", tokens=10**9)
+    assert fast is not None
+    assert (fast.key, fast.estimate) == ("beta", 10**9)
+    assert limiter.settle_fast(fast, 5) is True
+    # The known key next to it stays limited: one request, then a refusal at once.
+    await limiter.acquire("alpha", deadline=trio.current_time())
+    with pytest.raises(
+        ActorError, match=r"^\[rate_limited\] local rate limit for alpha: 1\.000 s to wait"
+    ):
+        await limiter.acquire("alpha", deadline=trio.current_time())
+    assert trio.current_time() == 0.0

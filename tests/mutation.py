@@ -1,0 +1,244 @@
+"""Mutation testing of one module against the tests that exercise it (``make mutate``).
+
+Usage, from the repository root::
+
+    python -m tests.mutation actors/mailbox.py            # or: make mutate MODULE=...
+    python -m tests.mutation actors/mailbox.py --show     # also print each survivor's diff
+    python -m tests.mutation actors/mailbox.py --keep     # keep the scratch copy afterwards
+
+What it does:
+
+1. copies the files git knows about (tracked, plus untracked ones that are not ignored,
+   so a new test file counts before it is committed) into a fresh scratch directory
+   under ``$MUTATE_DIR`` (default ``/tmp/mutate``) — the working tree is never mutated;
+2. writes a ``setup.cfg`` ``[mutmut]`` section there: mutate only ``MODULE``, run only its
+   row of :data:`TESTS_BY_MODULE`;
+3. runs ``mutmut run --max-children N`` (``--max-children``, default 2) and
+   ``mutmut results --all true``;
+4. prints ``killed/total (pct)`` for the module and the names of the survivors.
+
+mutmut 3 mutates function bodies only (module-level constants and class attribute
+defaults are not mutated: pin those with plain tests). Timeouts count as killed (the
+mutant made a test hang, which a test run reports). A line whose mutants cannot change
+behaviour carries ``# pragma: no mutate`` with the reason in the same comment; mutmut
+then makes no mutant of it (see docs/contributing.md).
+
+Exit status: 0 when mutmut ran, whatever the score (survivors are information, not a
+failure); 2 for a module not in the table or a missing test file; mutmut's own status
+when mutmut fails (e.g. the clean test run is red).
+
+Adding a module: add a row to :data:`TESTS_BY_MODULE` — the module's path from the
+repository root, and the test files that exercise it *directly* (its own test file, its
+pins, the integration tests of its one caller). mutmut runs, for each mutant, only the
+selected tests that called the mutated function, so a narrow row keeps a run to minutes;
+a test left out of the row cannot kill anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
+    "actors/classify.py": (
+        "tests/test_classify_conformance.py",
+        "tests/test_classify_exceptions.py",
+        "tests/test_classify_properties.py",
+    ),
+    "actors/mailbox.py": (
+        "tests/test_actor_calls.py",
+        "tests/test_actor_defer.py",
+        "tests/test_actor_lifecycle.py",
+        "tests/test_spec_validation.py",
+        "tests/test_mailbox_pins.py",
+    ),
+    "supervisors/backoff.py": (
+        "tests/test_backoff_pins.py",  # first: its first test covers the import-time validators
+        "tests/test_supervisor_backoff.py",
+        "tests/test_retry.py",
+        "tests/test_spec_validation.py",
+    ),
+    "supervisors/breaker.py": (
+        "tests/test_breaker.py",
+        "tests/test_resilient.py",
+        "tests/test_resilience_hardening.py",
+        "tests/test_breaker_pins.py",
+    ),
+    "supervisors/policy.py": (
+        "tests/test_supervisor_policy.py",
+        "tests/test_hardening_cancel.py",
+        "tests/test_policy_pins.py",
+    ),
+    "supervisors/retry.py": (
+        "tests/test_retry.py",
+        "tests/test_resilient.py",
+        "tests/test_resilience_hardening.py",
+        "tests/test_retry_pins.py",
+    ),
+}
+"""Module (path from the repository root) → the test files that exercise it."""
+
+SOURCE_PATHS: Final = ("actors/", "supervisors/")
+KILLED: Final = frozenset({"killed", "timeout", "caught by type check"})
+
+
+class ToolError(Exception):
+    """The driver could not run (bad module, missing file, mutmut failed): exit non-zero."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def repository_files(root: Path) -> list[str]:
+    """Tracked files that still exist, plus untracked files git does not ignore."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=False,
+    )
+    if listing.returncode != 0:
+        raise ToolError(f"git ls-files failed: {listing.stderr.decode(errors='replace')}")
+    names = sorted({name for name in listing.stdout.decode().split("\0") if name})
+    return [name for name in names if (root / name).is_file()]
+
+
+def copy_tree(root: Path, files: Sequence[str], scratch: Path) -> None:
+    for name in files:
+        target = scratch / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target)
+
+
+def mutmut_config(module: str, tests: Sequence[str], top_level: Sequence[str]) -> str:
+    """The ``setup.cfg`` for one run (mutmut reads newline-separated lists)."""
+
+    def listing(values: Sequence[str]) -> str:
+        return "".join(f"\n\t{value}" for value in values)
+
+    also_copy = [name for name in top_level if name + "/" not in SOURCE_PATHS]
+    pytest_args = ["-p", "no:randomly", "-q", "--timeout=30"]
+    return (
+        "[mutmut]\n"
+        f"source_paths={listing(SOURCE_PATHS)}\n"
+        f"only_mutate={listing([module])}\n"
+        f"also_copy={listing(also_copy)}\n"
+        f"pytest_add_cli_args={listing(pytest_args)}\n"
+        f"pytest_add_cli_args_test_selection={listing(tests)}\n"
+    )
+
+
+def parse_results(output: str, module: str) -> dict[str, str]:
+    """``mutmut results --all true`` lines (``    name: status``) of ``module`` only."""
+    prefix = module.removesuffix(".py").replace("/", ".") + "."
+    statuses: dict[str, str] = {}
+    for line in output.splitlines():
+        name, sep, status = line.strip().partition(": ")
+        if sep and name.startswith(prefix):
+            statuses[name] = status
+    return statuses
+
+
+def summary(module: str, statuses: Mapping[str, str]) -> str:
+    total = len(statuses)
+    killed = sum(1 for status in statuses.values() if status in KILLED)
+    timeouts = sum(1 for status in statuses.values() if status == "timeout")
+    pct = 100.0 * killed / total if total else 100.0
+    lines = [
+        f"{module}: {killed}/{total} ({pct:.1f} %) killed"
+        + (f", {timeouts} of them by timeout" if timeouts else "")
+    ]
+    survivors = sorted(name for name, status in statuses.items() if status not in KILLED)
+    for name in survivors:
+        lines.append(f"  {statuses[name]}: {name}")
+    return "\n".join(lines)
+
+
+def run_mutmut(scratch: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mutmut", *args],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def mutate(module: str, *, max_children: int, show: bool, keep: bool) -> str:
+    """Run mutmut on ``module`` in a scratch copy; the report to print."""
+    tests = TESTS_BY_MODULE.get(module)
+    if tests is None:
+        known = ", ".join(sorted(TESTS_BY_MODULE))
+        raise ToolError(f"{module} has no row in tests/mutation.py TESTS_BY_MODULE ({known})")
+    root = Path(__file__).resolve().parent.parent
+    missing = [name for name in (module, *tests) if not (root / name).is_file()]
+    if missing:
+        raise ToolError(f"missing: {', '.join(missing)}")
+    base = Path(os.environ.get("MUTATE_DIR", "/tmp/mutate"))
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=Path(module).stem + "-", dir=base))
+    try:
+        files = repository_files(root)
+        copy_tree(root, files, scratch)
+        top_level = sorted({name.split("/", 1)[0] for name in files})
+        (scratch / "setup.cfg").write_text(mutmut_config(module, tests, top_level))
+        started = time.monotonic()
+        ran = run_mutmut(scratch, "run", "--max-children", str(max_children))
+        elapsed = time.monotonic() - started
+        if ran.returncode != 0:
+            raise ToolError(
+                f"mutmut run failed ({ran.returncode}):\n{ran.stdout[-4000:]}{ran.stderr[-4000:]}",
+                status=ran.returncode,
+            )
+        listed = run_mutmut(scratch, "results", "--all", "true")
+        if listed.returncode != 0:
+            raise ToolError(f"mutmut results failed:\n{listed.stderr}", status=listed.returncode)
+        statuses = parse_results(listed.stdout, module)
+        if not statuses:
+            raise ToolError(f"mutmut produced no mutants for {module}:\n{ran.stdout[-4000:]}")
+        report = [summary(module, statuses), f"mutmut run took {elapsed:.0f} s"]
+        if show:
+            for name, status in sorted(statuses.items()):
+                if status not in KILLED:
+                    report.append(run_mutmut(scratch, "show", name).stdout.rstrip())
+        if keep:
+            report.append(f"scratch copy kept: cd {scratch} && mutmut show <name>")
+        return "\n".join(report)
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
+    parser.add_argument("module", help="path from the repository root, e.g. actors/mailbox.py")
+    parser.add_argument("--max-children", type=int, default=2, help="parallel mutmut workers")
+    parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    options = parser.parse_args(argv)
+    try:
+        print(
+            mutate(
+                Path(options.module).as_posix(),
+                max_children=options.max_children,
+                show=options.show,
+                keep=options.keep,
+            )
+        )
+    except ToolError as error:
+        print(f"mutation: {error}", file=sys.stderr)
+        return error.status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
