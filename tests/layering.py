@@ -309,3 +309,36 @@ def violations(root: Path) -> list[str]:
         *own_package_imports(found, root),
         *cycle_violations(module_graph(root)),
     ]
+
+
+def layers(graph: Mapping[str, Iterable[str]]) -> dict[str, int]:
+    """Each module's layer: 0 for a module importing nothing of the two packages, else one
+    more than the highest layer it imports (defined only for an acyclic graph)."""
+    found: dict[str, int] = {}
+
+    def layer(module: str, path: tuple[str, ...]) -> int:
+        if module in path:
+            raise ValueError("import cycle: " + " -> ".join((*path, module)))
+        if module not in found:
+            deps = [layer(dep, (*path, module)) for dep in graph.get(module, ())]
+            found[module] = 1 + max(deps) if deps else 0
+        return found[module]
+
+    for module in graph:
+        layer(module, ())
+    return found
+
+
+def graph_text(graph: Mapping[str, Iterable[str]]) -> str:
+    """The import graph as text for docs/architecture.md: one line per module, leaves
+    first (by layer, then name), each with what it imports of the two packages."""
+    by_layer = layers(graph)
+    lines = []
+    for module in sorted(graph, key=lambda m: (by_layer[m], m)):
+        deps = ", ".join(sorted(graph[module])) or "-"
+        lines.append(f"{by_layer[module]:>2}  {module:<28} -> {deps}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(graph_text(module_graph(Path(__file__).resolve().parent.parent)))

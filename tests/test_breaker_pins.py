@@ -46,10 +46,7 @@ async def refused(breaker: Breaker, model: str | None = None) -> ActorError:
 
 
 def transitions(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return [
-        (e["provider"], e["model"], e["before"], e["after"], e["code"], e["cooldown"])
-        for e in events
-    ]
+    return [(e.provider, e.model, e.before, e.after, e.code, e.cooldown) for e in events]
 
 
 # --- defaults and tables -------------------------------------------------------------
@@ -131,7 +128,7 @@ async def test_each_code_opens_for_its_cooldown(autojump_clock: MockClock) -> No
         start = trio.current_time()
         with capture_events("breaker.transition") as events:
             await fail_with(breaker, error)
-        assert [e["cooldown"] for e in events] == [BreakerConfig().cooldown(error)[0]]
+        assert [e.cooldown for e in events] == [BreakerConfig().cooldown(error)[0]]
         if probe_at:
             await trio.sleep(probe_at - 1)
             assert (await refused(breaker)).retry_after == 1.0
@@ -169,7 +166,7 @@ async def test_permanent_codes_open_at_once_whatever_the_threshold(
     with capture_events("breaker.transition") as events:
         await fail_with(breaker, err(Code.PAYMENT))
     assert str(await breaker.state_of("alpha")) == "open"
-    assert [(e["cooldown"], e["permanent"]) for e in events] == [(None, True)]
+    assert [(e.cooldown, e.permanent) for e in events] == [(None, True)]
     error = await refused(breaker)
     assert (error.retry_after, error.retryable, error.provider, error.model) == (
         None,
@@ -216,7 +213,7 @@ async def test_a_per_model_breaker_recovers_by_reset(autojump_clock: MockClock) 
         ("alpha", "big", "closed", "open", "model_not_found", None),
         ("alpha", "big", "open", "closed", None, None),
     ]
-    assert [e["permanent"] for e in events] == [True, False]
+    assert [e.permanent for e in events] == [True, False]
 
 
 async def test_events_name_the_provider_and_only_a_model_key_names_a_model(

@@ -113,7 +113,7 @@ async def test_retry_after_zero_retries_at_once(autojump_clock: MockClock) -> No
     with capture_events("retry.scheduled") as events, pytest.raises(ActorError) as caught:
         await retrying(DEFAULT_RETRY, fn)
     assert fn.calls == [0.0] * 7
-    assert [(e["attempt"], e["delay"], e["source"]) for e in events] == [
+    assert [(e.attempt, e.delay, e.source) for e in events] == [
         (n, 0.0, "header") for n in range(1, 7)
     ]
     assert (caught.value.code, caught.value.retry_after) == (Code.RATE_LIMITED, 0.0)
@@ -217,7 +217,7 @@ async def test_the_scheduled_event_names_code_and_provider(autojump_clock: MockC
     fn = Failing(err(Code.UNAVAILABLE, provider="alpha", retry_after=2.0), err(Code.AUTH))
     with capture_events("retry.scheduled") as events, pytest.raises(ActorError):
         await retrying(DEFAULT_RETRY, fn)
-    assert [(e["attempt"], e["code"], e["delay"], e["source"], e["provider"]) for e in events] == [
+    assert [(e.attempt, e.error.code, e.delay, e.source, e.error.provider) for e in events] == [
         (1, "unavailable", 2.0, "header", "alpha")
     ]
     assert fn.calls == [0.0, 2.0]
