@@ -52,6 +52,13 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_classify_conformance.py",
         "tests/test_classify_exceptions.py",
         "tests/test_classify_properties.py",
+        "tests/test_classify_pins.py",
+    ),
+    "actors/http_status.py": (
+        "tests/test_classify_conformance.py",
+        "tests/test_classify_exceptions.py",
+        "tests/test_classify_properties.py",
+        "tests/test_http_status_pins.py",
     ),
     "actors/mailbox.py": (
         "tests/test_actor_calls.py",
