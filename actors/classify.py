@@ -79,9 +79,9 @@ def classify(
     if isinstance(obj, httpx.Response):
         return _classify_response(obj, provider=provider, dialect=dialect, context=context)
     if isinstance(obj, httpx.HTTPStatusError):
-        err = _classify_response(obj.response, provider=provider, dialect=dialect, context=context)
-        err.__cause__ = obj
-        return err
+        return _classify_response(
+            obj.response, provider=provider, dialect=dialect, context=context, cause=obj
+        )
     if isinstance(obj, httpx.HTTPError | httpx.InvalidURL | httpx.StreamError):
         return _classify_transport(obj, provider=provider, context=context)
     return _unplaced(obj, provider=provider, context=context)
@@ -105,6 +105,7 @@ def _classify_response(
     provider: str | None,
     dialect: str | None,
     context: dict[str, Any],
+    cause: BaseException | None = None,
 ) -> ActorError:
     answer = read_answer(response, dialect)
     fields: dict[str, Any] = {
@@ -117,14 +118,22 @@ def _classify_response(
     if answer.retryable is not None:
         fields["retryable"] = answer.retryable
     if answer.code is None:
-        return _unplaced(response, provider=provider, context=fields, detail=answer.detail)
-    return ActorError.from_code(answer.code, answer.detail, **fields)
+        return _unplaced(
+            response, provider=provider, context=fields, detail=answer.detail, cause=cause
+        )
+    return ActorError.from_code(answer.code, answer.detail, cause=cause, **fields)
 
 
 def _unplaced(
-    obj: object, *, provider: str | None, context: dict[str, Any], detail: str | None = None
+    obj: object,
+    *,
+    provider: str | None,
+    context: dict[str, Any],
+    detail: str | None = None,
+    cause: BaseException | None = None,
 ) -> ActorError:
-    """``internal``, logged loudly: ``obj`` is something no rule places."""
+    """``internal``, logged loudly: ``obj`` is something no rule places. The error has its
+    cause (``cause``, else ``obj`` itself when it is an exception) before it is reported."""
     kind = type(obj).__name__
     # Unplaced is never retryable, whatever an x-should-retry header said.
     fields = {k: v for k, v in context.items() if k != "retryable"}
@@ -132,7 +141,7 @@ def _unplaced(
     err = ActorError.from_code(
         Code.INTERNAL,
         detail or f"unclassified {kind}: {obj}",
-        cause=obj if isinstance(obj, BaseException) else None,
+        cause=cause if cause is not None else obj if isinstance(obj, BaseException) else None,
         **fields,
     )
     emit(ClassifyUnplaced(kind=kind, provider=provider, error=err))

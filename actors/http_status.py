@@ -24,7 +24,7 @@ object, or missing the fields of :data:`SUCCESS_SHAPES`; a well-formed 2xx has n
 from __future__ import annotations
 
 import json
-import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
@@ -301,14 +301,17 @@ def _count(value: Any) -> int | None:
     return None
 
 
+_DELAY = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
 def _finite(value: str | None) -> float | None:
+    """A header's delay: digits with an optional fraction, spaces around allowed (RFC
+    9110 delta-seconds, plus the fractions some providers send). Anything else — a sign,
+    an exponent, ``1_0``, ``inf`` — is not a delay."""
     if value is None:
         return None
-    try:
-        number = float(value.strip())
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
+    text = value.strip()
+    return float(text) if _DELAY.fullmatch(text) else None
 
 
 def _http_date(value: str) -> float | None:

@@ -28,6 +28,7 @@ from actors import (
 )
 from actors.classify import classify as classify_one
 from actors.events import ClassifyUnplaced
+from actors.observe import cause_chain
 from actors.testing import capture_events
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
@@ -348,4 +349,6 @@ def test_an_unplaced_http_status_error_keeps_the_exception_as_cause() -> None:
         "HTTP 302 (content-type none, 0 bytes)",
     )
     assert err.__cause__ is exc
-    assert [(e.kind, e.provider) for e in events] == [("Response", "openai")]
+    assert [(e.kind, e.provider, cause_chain(e.error)) for e in events] == [
+        ("Response", "openai", ["HTTPStatusError"])
+    ]

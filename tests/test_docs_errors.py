@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from actors import CODE_TABLE, Code
+from actors import CODE_TABLE, Code, http_status
 from supervisors import default_directive
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
@@ -49,3 +49,14 @@ def test_docs_table_matches_code_table() -> None:
 
 def test_every_code_has_exactly_one_row() -> None:
     assert set(_doc_rows()) == {str(c) for c in Code}
+
+
+def test_every_marker_phrase_is_documented() -> None:
+    """The classification table names every phrase that picks a code (http_status)."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "errors.md").read_text()
+    phrases = [
+        *http_status.CONTEXT_MARKERS,
+        *http_status.CONTENT_MARKERS,
+        *http_status.CONTENT_WORDS,
+    ]
+    assert [p for p in phrases if f'"{p}"' not in text] == []
