@@ -18,7 +18,7 @@ from actors.errors import cancel_in_effect, current_cancel_reason
 from actors.exits import AfterCrash, Exit, ExitKind
 from actors.mailbox import DEFAULT_CAPACITY, Overflow
 from actors.nursery import open_nursery_unwrapped, run_to_completion
-from actors.observe import EventName, emit, enabled, get_logger
+from actors.observe import emit, enabled
 
 
 def cell_of(ref: ActorRef) -> ActorCell:
@@ -38,7 +38,6 @@ __all__ = [
     "ActorCell",
     "AfterCrash",
     "CellHost",
-    "EventName",
     "Exit",
     "ExitKind",
     "Overflow",
@@ -48,7 +47,6 @@ __all__ = [
     "current_cancel_reason",
     "emit",
     "enabled",
-    "get_logger",
     "open_nursery_unwrapped",
     "run_to_completion",
 ]

@@ -38,7 +38,6 @@ hooks already safe: they are redacted when built (:mod:`actors.events`).
 
 from __future__ import annotations
 
-import enum
 import itertools
 import json
 import logging
@@ -52,13 +51,11 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 
 from actors.error_types import ActorError
 from actors.events._base import Event, EventHook, RedactedCause
-from actors.events._legacy import record_from_log
 from actors.events.diagnostics import HookFailed
 from actors.redact import redact_value
 
 __all__ = [
     "EventHook",
-    "EventName",
     "add_event_hook",
     "bind_context",
     "cause_chain",
@@ -92,27 +89,6 @@ def enabled(level: int) -> bool:
 def _update_enabled() -> None:
     global _enabled_from
     _enabled_from = logging.NOTSET if _hooks else _min_level
-
-
-class EventName(enum.StrEnum):
-    """Deprecated: names of events still logged by name (use the records' ``name``).
-
-    The records of :mod:`actors.events` carry their names (``ActorCrashed.name``). This
-    enum stays only while call sites log these names directly; ``ACTOR_STARTING`` and
-    ``ACTOR_STOPPING`` were never emitted.
-    """
-
-    CLASSIFY_UNPLACED = "classify.unplaced"
-    DEAD_LETTER = "dead_letter"
-    ACTOR_STARTING = "actor.starting"
-    ACTOR_STARTED = "actor.started"
-    ACTOR_START_FAILED = "actor.start_failed"
-    ACTOR_CRASHED = "actor.crashed"
-    ACTOR_RESTARTING = "actor.restarting"
-    ACTOR_STOPPING = "actor.stopping"
-    ACTOR_STOPPED = "actor.stopped"
-    CALL_LATE_REPLY = "actor.late_reply"
-    SUPPRESSED = "error.suppressed"
 
 
 @contextmanager
@@ -266,16 +242,6 @@ def redact_processor(_logger: WrappedLogger, _name: str, event_dict: EventDict) 
     return redacted
 
 
-def _bridge_by_name(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-    """Hand the record of an event still logged by name to the hooks (see
-    :mod:`actors.events._legacy`); runs first, on the call's raw keywords."""
-    if _hooks:
-        record = record_from_log(event_dict)
-        if record is not None:
-            _dispatch(record)
-    return event_dict
-
-
 _timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
 _merge_contextvars = structlog.contextvars.merge_contextvars
 _format_exc_info = structlog.processors.format_exc_info
@@ -313,25 +279,21 @@ def library_processor(logger: WrappedLogger, name: str, event_dict: EventDict) -
 class _LibraryProcessors:
     """The processor chain of :func:`get_logger`'s loggers, read from structlog's
     configuration at each event: :func:`library_processor`, then the configured chain —
-    or the configured chain alone when it is :func:`configure_logging`'s (it redacts).
-    ``by_name`` puts the bridge for events still logged by name in front."""
+    or the configured chain alone when it is :func:`configure_logging`'s (it redacts)."""
 
-    __slots__ = ("_first",)
-
-    def __init__(self, *, by_name: bool) -> None:
-        self._first: tuple[Processor, ...] = (_bridge_by_name,) if by_name else ()
+    __slots__ = ()
 
     def __iter__(self) -> Iterator[Processor]:
         configured: Iterable[Processor] = structlog.get_config()["processors"]
         if _prepare in configured:
-            return itertools.chain(self._first, configured)
-        return itertools.chain(self._first, (library_processor,), configured)
+            return iter(configured)
+        return itertools.chain((library_processor,), configured)
 
     def __repr__(self) -> str:
         return "<library_processor, then structlog's configured processors>"
 
 
-_LIBRARY_PROCESSORS = _LibraryProcessors(by_name=True)
+_LIBRARY_PROCESSORS = _LibraryProcessors()
 
 
 def get_logger(name: str) -> Any:
@@ -340,9 +302,9 @@ def get_logger(name: str) -> Any:
     return structlog.wrap_logger(None, processors=_LIBRARY_PROCESSORS, logger_factory_args=(name,))
 
 
-# The structlog sink of emit(): records reach the hooks in emit, not through the bridge.
+# The structlog sink of emit() (hooks get the record itself, in emit).
 _sink: Any = structlog.wrap_logger(
-    None, processors=_LibraryProcessors(by_name=False), logger_factory_args=("actors.events",)
+    None, processors=_LIBRARY_PROCESSORS, logger_factory_args=("actors.events",)
 )
 
 

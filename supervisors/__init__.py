@@ -8,9 +8,11 @@ from supervisors.policy import (
     DEFAULT_BY_CODE,
     Directive,
     Policy,
-    decide,
     default_directive,
     directive_for,
+)
+from supervisors.policy import (
+    decide as decide,  # deprecated alias of directive_for, importable, not in __all__
 )
 from supervisors.ratelimit import Permit, RateLimit, RateLimiter
 from supervisors.resilient import Resilience
@@ -48,7 +50,6 @@ __all__ = [
     "Supervisor",
     "SupervisorSpec",
     "Tree",
-    "decide",
     "default_directive",
     "directive_for",
     "load_spec",

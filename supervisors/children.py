@@ -36,13 +36,12 @@ import attrs
 import trio
 
 from actors import ActorError, ActorRef, CellState, Code, Runtime
-from actors.lowlevel import DEFAULT_CLEANUP_BUDGET, ActorCell, Supervision, enabled, get_logger
+from actors.events import ChildStopped
+from actors.lowlevel import DEFAULT_CLEANUP_BUDGET, ActorCell, Supervision, emit, enabled
 from supervisors.backoff import Backoff
 from supervisors.policy import Directive
 from supervisors.spec import ChildSpec, Strategy
 from supervisors.strategy import rejoins, restart_plan
-
-_log = get_logger("supervisors")
 
 
 class ChildState(enum.StrEnum):
@@ -342,7 +341,7 @@ class Children:
         child.move(Status.STOPPED)
         child.close_slot(reason)
         if enabled(logging.DEBUG):
-            _log.debug("child.stopped", supervisor=self.path, child=child.id, reason=reason)
+            emit(ChildStopped(supervisor=self.path, child=child.id, reason=reason))
         if child.spec.restart == "temporary":
             self.remove(child)
 

@@ -1,6 +1,6 @@
 """Deciding on a failure: the one place the policy is consulted.
 
-:meth:`Decider.decide` answers a child's failure with a directive and records it on the
+:meth:`Decider.settle` answers a child's failure with a directive and records it on the
 child as pending, for the supervisor loop (or the child's own task, for a restart in
 place) to carry out:
 
@@ -25,15 +25,14 @@ from typing import Protocol
 import trio
 
 from actors import ActorError, Code
-from actors.lowlevel import AfterCrash, EventName, get_logger
+from actors.events import ErrorSuppressed, SupervisorDecision
+from actors.lowlevel import AfterCrash, emit
 from supervisors.cancel import CancelState
 from supervisors.children import Child, Decision, Status
 from supervisors.intensity import EMPTY_WINDOW, RestartStamp, add_restart, intensity_exceeded
 from supervisors.policy import Directive, directive_for
 from supervisors.spec import SupervisorSpec
 from supervisors.strategy import AFTER_CRASH
-
-_log = get_logger("supervisors")
 
 
 class Root(Protocol):
@@ -61,32 +60,30 @@ class Decider:
     def after_crash(self, child: Child, error: ActorError) -> AfterCrash:
         """A handler of ``child`` raised ``error``: what its cell does next."""
         if child.status is Status.TERMINATING:
-            self.decide(child, error, Directive.STOP)  # stopping itself: no restart
+            self.settle(child, error, Directive.STOP)  # stopping itself: no restart
             return AfterCrash.STOP
         if error.code is Code.CANCELLED:
             # Not our subtree's cancel (that is checked first): a cancellation from
             # elsewhere (a nested call into a cancelled tree) crossed in as an error. That
             # request is cancelled; the actor is fine and goes on.
-            directive = self.decide(child, error, Directive.RESUME)
+            directive = self.settle(child, error, Directive.RESUME)
         else:
-            directive = self.decide(child, error)
+            directive = self.settle(child, error)
         if directive is None:
             return AfterCrash.STOP  # a cancel is under way: nothing restarts
         return AFTER_CRASH[directive]
 
-    def decide(
+    def settle(
         self, child: Child, error: ActorError, directive: Directive | None = None
     ) -> Directive | None:
         """Decide on a failure (never on a cancellation) and record it as pending (see the
         module docstring); ``None`` if a cancel is under way."""
         cancel = self.cancel.in_effect()
         if cancel is not None:
-            _log.info(
-                EventName.SUPPRESSED,
-                supervisor=self.path,
-                child=child.id,
-                reason=cancel,
-                suppressed=error,
+            emit(
+                ErrorSuppressed(
+                    supervisor=self.path, child=child.id, reason=cancel, suppressed=error
+                )
             )
             return None
         spec = self.spec
@@ -107,18 +104,16 @@ class Decider:
                 )
         if directive is not Directive.RESUME:
             child.pending = Decision(directive, delay, error)
-        _log.info(
-            "supervisor.decision",
-            supervisor=self.path,
-            child=child.id,
-            code=str(error.code),
-            error_class=str(error.error_class),
-            directive=str(directive),
-            restarts=len(self.window),
-            delay=delay,
-            at=now,
-            message=error.message,
-            correlation_id=error.correlation_id,
+        emit(
+            SupervisorDecision(
+                supervisor=self.path,
+                child=child.id,
+                error=error,
+                directive=directive,
+                restarts=len(self.window),
+                delay=delay,
+                at=now,
+            )
         )
         if directive is Directive.ABORT:
             self.root().abort(f"abort:{error.code} from {self.path}/{child.id}", error=error)

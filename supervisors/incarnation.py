@@ -13,7 +13,7 @@ spawns one task in the supervisor's nursery
 * :meth:`Incarnations.run_supervisor` — one run of a nested supervisor; its failure is a
   crash (``cancelled`` if a cancel is under way), its return a normal exit.
 
-The started signal, :class:`ChildStarted`, moves the child to ``RUNNING`` and resumes the
+The started signal, :class:`StartedSignal`, moves the child to ``RUNNING`` and resumes the
 starter. When a started task ends, its exit goes to the loop through the
 :class:`ExitQueue`; a task that ended before it started fails the starter instead (with
 its start failure, else ``cancelled``) and leaves the child ``STOPPED`` — there is nothing
@@ -30,17 +30,16 @@ import attrs
 import trio
 
 from actors import ActorError, Code, Runtime
-from actors.lowlevel import AfterCrash, Exit, ExitKind, Supervision, enabled, get_logger
+from actors.events import ChildStarted
+from actors.lowlevel import AfterCrash, Exit, ExitKind, Supervision, emit, enabled
 from supervisors._start import Starter, start_soon_and_wait
 from supervisors.children import Child, Children, EndedBy, Status
 from supervisors.policy import Directive
 from supervisors.spec import Strategy
 from supervisors.strategy import restarts_in_place
 
-_log = get_logger("supervisors")
 
-
-class ChildStarted:
+class StartedSignal:
     """The ``task_status`` of one incarnation: marks the child running, wakes the starter."""
 
     __slots__ = ("_child", "_starter", "done")
@@ -101,7 +100,7 @@ class Incarnations:
     supervision: Supervision  # what a worker's cell asks
     children: Children
     cancel_reason: Callable[[], str | None]
-    decide: Callable[[Child, ActorError], Directive | None]  # None: a cancel is under way
+    settle: Callable[[Child, ActorError], Directive | None]  # None: a cancel is under way
     starting_refused: Callable[[], bool]
     prepare_nested: Callable[[Child], None]  # a nested supervisor, ready for a fresh run
     exits: ExitQueue  # where a started incarnation's exit goes
@@ -120,9 +119,7 @@ class Incarnations:
         await start_soon_and_wait(nursery, run, child)
         child.started_at = trio.current_time()
         if enabled(logging.DEBUG):
-            _log.debug(
-                "child.started", supervisor=self.path, child=child.id, restarts=child.restarts
-            )
+            emit(ChildStarted(supervisor=self.path, child=child.id, restarts=child.restarts))
 
     async def start_all(self, nursery: trio.Nursery, children: Sequence[Child]) -> None:
         """Start ``children`` in order, each once the previous one started. If one fails,
@@ -189,7 +186,7 @@ class Incarnations:
         """Incarnations of a worker; reports the exit that needs the supervisor."""
         cell = child.cell
         assert cell is not None
-        status = ChildStarted(child, starter)
+        status = StartedSignal(child, starter)
         exit_: Exit | None = None
         try:
             exit_ = await cell.run_incarnation(task_status=status)
@@ -198,7 +195,7 @@ class Incarnations:
                     exit_ = await cell.run_incarnation()
                 except ActorError as err:
                     # A start that raises during a restart counts as a failure.
-                    directive = self.decide(child, err)
+                    directive = self.settle(child, err)
                     if directive is None:  # cancelled meanwhile: the loop ends
                         exit_ = Exit(ExitKind.CANCELLED, self.cancel_reason() or "cancelled")
                     else:
@@ -229,7 +226,7 @@ class Incarnations:
         sup = child.sup
         assert sup is not None
         exit_ = Exit(ExitKind.CANCELLED, "cancelled")
-        status = ChildStarted(child, starter)
+        status = StartedSignal(child, starter)
         try:
             await sup.run(task_status=status)
             exit_ = Exit(ExitKind.NORMAL, "shutdown")
@@ -282,7 +279,5 @@ class Incarnations:
         assert child.cell is not None
         child.cell.restarts = child.restarts
         if enabled(logging.DEBUG):
-            _log.debug(
-                "child.started", supervisor=self.path, child=child.id, restarts=child.restarts
-            )
+            emit(ChildStarted(supervisor=self.path, child=child.id, restarts=child.restarts))
         return True

@@ -24,7 +24,7 @@
 * **Cancellation wins**: once an abort or a shutdown is under way for a subtree — or a
   trio scope around the tree was cancelled (:meth:`Supervisor.note_cancel`) — anything
   that escapes an actor inside it is ``cancelled`` (reason kept, the failure as cause,
-  logged as ``error.suppressed``); no policy runs (:meth:`Decider.decide` checks
+  logged as ``error.suppressed``); no policy runs (:meth:`Decider.settle` checks
   first) and nothing restarts or starts.
 
 The parts, along OTP's ``supervisor.erl`` seams: the restart-intensity window
@@ -41,12 +41,13 @@ from __future__ import annotations
 import trio
 
 from actors import ActorError, ActorRef, Code, Runtime
+from actors.events import SupervisorEscalated
 from actors.lowlevel import (
     ActorCell,
     AfterCrash,
     Exit,
     current_cancel_reason,
-    get_logger,
+    emit,
     run_to_completion,
 )
 from supervisors.cancel import CancelState
@@ -59,8 +60,6 @@ from supervisors.spec import ChildSpec, SupervisorSpec
 from supervisors.strategy import ON_DIRECTIVE, ON_EXIT, RESTARTABLE, Outcome, shuts_down
 
 __all__ = ["ChildInfo", "ChildState", "Supervisor"]
-
-_log = get_logger("supervisors")
 
 
 class Supervisor:
@@ -89,7 +88,7 @@ class Supervisor:
             supervision=self,
             children=self.children,
             cancel_reason=self._cancel.in_effect,
-            decide=self._decider.decide,
+            settle=self._decider.settle,
             starting_refused=self._starting_refused,
             prepare_nested=self._prepare_nested,
             exits=self._exits,
@@ -222,13 +221,13 @@ class Supervisor:
             exited = ActorError.from_code(
                 Code.ACTOR_STOPPED, f"{child.id} exited: {exit_.reason}", actor=self.path
             )
-            self._decider.decide(child, exited, Directive.RESTART)
+            self._decider.settle(child, exited, Directive.RESTART)
         elif outcome is not Outcome.DECIDE:
             self._down(child, exit_.reason, outcome)
             return
         elif child.pending is None:  # a nested supervisor failed: decide here
             assert exit_.error is not None
-            self._decider.decide(child, exit_.error)
+            self._decider.settle(child, exit_.error)
         await self._run_pending(child)
 
     async def _run_pending(self, child: Child) -> None:
@@ -241,7 +240,7 @@ class Supervisor:
         if outcome is Outcome.RESTART:
             await self._restart(child, decision.delay)
         elif outcome is Outcome.ESCALATE:
-            _log.warning("supervisor.escalated", supervisor=self.path, child=child.id, error=error)
+            emit(SupervisorEscalated(supervisor=self.path, child=child.id, error=error))
             # Not closed: if our parent restarts us, this child's address and queue stay.
             child.move(Status.STOPPED)
             self._failure = error  # we give up: shut every child down, then fail
@@ -282,7 +281,7 @@ class Supervisor:
         if failed is not None:
             member, err = failed
             member.move(Status.RESTARTING)  # until the pending decision is carried out
-            self._decider.decide(member, err)
+            self._decider.settle(member, err)
             # In a task of its own: with no backoff, repeated start failures would
             # otherwise recurse (bounded only by the intensity).
             nursery.start_soon(self._run_pending_locked, member)

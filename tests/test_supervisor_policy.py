@@ -10,7 +10,7 @@ from trio.testing import MockClock
 
 from actors import Actor, ActorError, Code, ErrorClass, normalize
 from actors.testing import capture_events
-from supervisors import ChildSpec, Directive, Policy, decide, open_tree
+from supervisors import ChildSpec, Directive, Policy, directive_for, open_tree
 from tests.sup_helpers import tree_spec, worker
 
 
@@ -46,11 +46,11 @@ def _internal(exc: Exception) -> ActorError:
     ],
 )
 def test_default_directives_follow_the_seeds(code: Code, directive: Directive) -> None:
-    assert decide(ActorError.from_code(code)) is directive
+    assert directive_for(ActorError.from_code(code)) is directive
 
 
 def test_cancellation_has_no_directive() -> None:
-    assert decide(ActorError.from_code(Code.CANCELLED)) is None
+    assert directive_for(ActorError.from_code(Code.CANCELLED)) is None
 
 
 def test_most_specific_exception_type_wins_whatever_the_order() -> None:
@@ -61,9 +61,9 @@ def test_most_specific_exception_type_wins_whatever_the_order() -> None:
             BaseProblem: Directive.RESTART,
         }
     )
-    assert decide(_internal(SpecificProblem()), policy) is Directive.RESUME
-    assert decide(_internal(BaseProblem()), policy) is Directive.RESTART
-    assert decide(_internal(KeyError()), policy) is Directive.STOP
+    assert directive_for(_internal(SpecificProblem()), policy) is Directive.RESUME
+    assert directive_for(_internal(BaseProblem()), policy) is Directive.RESTART
+    assert directive_for(_internal(KeyError()), policy) is Directive.STOP
 
 
 def test_exception_then_code_then_class_then_defaults() -> None:
@@ -71,11 +71,11 @@ def test_exception_then_code_then_class_then_defaults() -> None:
         by_code={Code.TOOL_FAILED: Directive.STOP},
         by_class={ErrorClass.TOOL_TRANSIENT: Directive.RESUME},
     )
-    assert decide(ActorError.from_code(Code.TOOL_FAILED), policy) is Directive.STOP
-    assert decide(ActorError.from_code(Code.TOOL_TIMEOUT), policy) is Directive.RESUME
-    assert decide(ActorError.from_code(Code.AUTH), policy) is Directive.ESCALATE
+    assert directive_for(ActorError.from_code(Code.TOOL_FAILED), policy) is Directive.STOP
+    assert directive_for(ActorError.from_code(Code.TOOL_TIMEOUT), policy) is Directive.RESUME
+    assert directive_for(ActorError.from_code(Code.AUTH), policy) is Directive.ESCALATE
     child = Policy(by_code={Code.TOOL_FAILED: Directive.ABORT})
-    assert decide(ActorError.from_code(Code.TOOL_FAILED), child, policy) is Directive.ABORT
+    assert directive_for(ActorError.from_code(Code.TOOL_FAILED), child, policy) is Directive.ABORT
 
 
 @pytest.mark.parametrize(
@@ -103,9 +103,9 @@ def test_group_reduces_to_its_most_severe_member() -> None:
             ActorError.from_code(Code.RATE_LIMITED),
         ],
     )
-    assert decide(normalize(group)) is Directive.STOP
+    assert directive_for(normalize(group)) is Directive.STOP
     policy = Policy(by_code={Code.RATE_LIMITED: Directive.ABORT})
-    assert decide(normalize(group), policy) is Directive.ABORT
+    assert directive_for(normalize(group), policy) is Directive.ABORT
 
 
 async def test_resume_keeps_state_and_fails_only_that_caller(autojump_clock: MockClock) -> None:
