@@ -24,6 +24,7 @@ object, or missing the fields of :data:`SUCCESS_SHAPES`; a well-formed 2xx has n
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -311,7 +312,10 @@ def _finite(value: str | None) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    return float(text) if _DELAY.fullmatch(text) else None
+    if not _DELAY.fullmatch(text):
+        return None
+    number = float(text)  # 310 digits and more: inf, not a delay
+    return number if math.isfinite(number) else None
 
 
 def _http_date(value: str) -> float | None:

@@ -24,6 +24,8 @@ from actors.observe import emit, enabled
 def cell_of(ref: ActorRef) -> ActorCell:
     """The slot behind ``ref`` (what its supervisor drives). ``TypeError`` if ``ref``
     addresses something else (a fake :class:`ActorAddress` in a test)."""
+    if not isinstance(ref, ActorRef):
+        raise TypeError(f"cell_of() takes an ActorRef, not {type(ref).__name__}")
     address = ref._address
     if not isinstance(address, ActorCell):
         raise TypeError(f"{ref!r} is not backed by an ActorCell but {type(address).__name__}")

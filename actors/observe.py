@@ -120,23 +120,24 @@ def add_event_hook(hook: EventHook) -> Callable[[], None]:
         if removed:
             return
         removed = True
-        remaining = list(_hooks)
-        remaining.remove(hook)
-        _hooks = tuple(remaining)
+        # By identity: two equal hooks (dataclass instances) are two registrations.
+        index = next(i for i, installed in enumerate(_hooks) if installed is hook)
+        _hooks = _hooks[:index] + _hooks[index + 1 :]
         _update_enabled()
 
     return remove
 
 
 def emit(event: Event) -> None:
-    """Report ``event``: to every hook, then to the log if its level passes the filter.
+    """Report ``event``: to the log if its level passes the filter, then to every hook.
 
-    Build a debug-level record only when :func:`enabled` is true (the check is one
-    comparison; building a record is not free).
+    The log line is written first, so nothing a hook does to the record's (mutable) error
+    snapshot reaches it. Build a debug-level record only when :func:`enabled` is true
+    (the check is one comparison; building a record is not free).
     """
-    _dispatch(event)
     if event.level >= _min_level:
         _log_record(event)
+    _dispatch(event)
 
 
 def _log_record(event: Event, **extra: Any) -> None:
@@ -149,12 +150,26 @@ def _dispatch(event: Event) -> None:
             hook(event)
         except Exception as exc:  # noqa: BLE001 - logged; the emitter must go on
             failed = HookFailed(
-                hook=getattr(hook, "__qualname__", None) or repr(hook),
-                failed_event=event.name,
-                error=repr(exc),
+                hook=_hook_name(hook), failed_event=event.name, error=_exception_text(exc)
             )
             if failed.level >= _min_level:
                 _log_record(failed, exc_info=exc)
+
+
+def _hook_name(hook: object) -> str:
+    """A hook's name for :class:`HookFailed`, without calling anything of the hook's
+    (its ``__repr__`` may be what is broken)."""
+    name = getattr(hook, "__qualname__", None)
+    return name if isinstance(name, str) else type(hook).__qualname__
+
+
+def _exception_text(exc: BaseException) -> str:
+    """``Type: text`` of a hook's exception; a broken ``__str__`` gives its type only."""
+    try:
+        text = str(exc)
+    except Exception as broken:  # noqa: BLE001 - classified: the text is unavailable
+        text = f"<str() raised {type(broken).__name__}>"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 _METHODS = {

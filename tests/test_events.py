@@ -118,14 +118,14 @@ def test_a_raising_hook_is_logged_and_breaks_neither_the_emitter_nor_other_hooks
         for remove in removes:
             remove()
     assert [type(e) for e in seen] == [DeadLettersThrottled]  # the failure is not a hook event
-    failed, logged = _lines(log_stream)
+    logged, failed = _lines(log_stream)  # the event's line first: hooks run after the log
     assert (failed["event"], failed["level"], failed["failed_event"]) == (
         "event_hook.failed",
         "error",
         "dead_letter.throttled",
     )
     assert failed["hook"].endswith("broken")
-    assert failed["error"].startswith("RuntimeError(")
+    assert failed["error"] == "RuntimeError: hook broke holding [REDACTED]"
     assert "Traceback" in failed["exception"]
     assert CANARY not in log_stream.getvalue()
     assert (logged["event"], logged["suppressed"]) == ("dead_letter.throttled", 7)

@@ -554,6 +554,8 @@ def test_should_retry_absent_is_none() -> None:
         ("+5", None),
         ("0x10", None),
         ("1.", None),
+        ("9" * 400, None),
+        ("1" + "0" * 20, 1e20),
     ],
 )
 def test_retry_after_seconds(value: str, seconds: float | None) -> None:
@@ -577,7 +579,7 @@ def test_retry_after_ms_wins(value: str, seconds: float) -> None:
     assert answer(503, headers={"Retry-After-Ms": value}).retry_after == seconds
 
 
-@pytest.mark.parametrize("value", ["-1", "inf", "nan", "soon", "", "1e3", "+5", "5_0"])
+@pytest.mark.parametrize("value", ["-1", "inf", "nan", "soon", "", "1e3", "+5", "5_0", "9" * 400])
 def test_an_invalid_retry_after_ms_falls_back_to_retry_after(value: str) -> None:
     assert retry_after_from(heads(retry_after_ms=value, retry_after="9"), now=0.0) == 9.0
     assert retry_after_from(heads(retry_after_ms=value), now=0.0) is None

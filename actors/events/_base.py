@@ -94,8 +94,9 @@ def _snapshot(error: ActorError, depth: int) -> ActorError:
     changes: dict[str, Any] = {}
     for field in attrs.fields(type(error)):
         value = getattr(error, field.name)
-        if type(value) is str and field.init:
-            changes[field.name] = redact_text(value)
+        if isinstance(value, str) and field.init:
+            # The plain text of a str subclass: its methods may be what hides a secret.
+            changes[field.name] = redact_text(str.__str__(value))
     changes["partial_text"] = None  # model output: never in a log line or an event
     if error.errors:
         changes["errors"] = tuple(_snapshot(member, depth - 1) for member in error.errors)

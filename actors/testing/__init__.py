@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar, overload
 
 from actors import observe
-from actors.events import Event
+from actors.events import Event, HookFailed
 
 __all__ = ["capture_events"]
 
@@ -29,12 +29,26 @@ def capture_events(*selectors: str | type[Event]) -> AbstractContextManager[list
     A selector is an event name (``"actor.crashed"``) or a record class
     (:class:`~actors.events.ActorCrashed`; a base class selects its subclasses); with
     none, every record is collected. A name that no record class has raises
-    ``ValueError`` (a typo would otherwise capture nothing, silently).
+    ``ValueError`` (a typo would otherwise capture nothing, silently), as does
+    ``event_hook.failed`` (never handed to hooks); anything else than a name or an
+    :class:`~actors.events.Event` subclass raises ``TypeError``.
 
     Capture is a hook (:func:`actors.observe.add_event_hook`): it sees every record
     whatever the log level, and needs no :func:`~actors.observe.configure_logging`.
     Records are already redacted (:mod:`actors.events`).
     """
+    for selector in selectors:
+        if not isinstance(selector, str) and not (
+            isinstance(selector, type) and issubclass(selector, Event)
+        ):
+            raise TypeError(
+                f"capture_events() selects by event name or Event subclass, not {selector!r}"
+            )
+        if selector in (HookFailed, HookFailed.name):
+            raise ValueError(
+                "event_hook.failed is never handed to hooks (a failing hook must not loop): "
+                "it is only logged"
+            )
     names = frozenset(s for s in selectors if isinstance(s, str))
     classes = tuple(s for s in selectors if not isinstance(s, str))
     unknown = names - _known_names()
