@@ -32,8 +32,8 @@ So a secret (shape-matched or registered with :func:`actors.register_secret`) in
 a field, a nested value, an object's repr or a traceback never reaches your renderer. When
 the pipeline of :func:`configure_logging` is in place it already redacts, and the step is
 skipped (nothing is redacted twice). Events of loggers made with ``structlog.get_logger``
-directly are yours: add :func:`redact_processor` to your chain for them. Records reach
-hooks already safe: they are redacted when built (:mod:`actors.events`).
+directly are yours: add :func:`redact_processor` to your chain for them. Hooks get each
+record redacted (:meth:`actors.events.Event.redacted`).
 """
 
 from __future__ import annotations
@@ -145,7 +145,11 @@ def _log_record(event: Event, **extra: Any) -> None:
 
 
 def _dispatch(event: Event) -> None:
-    for hook in _hooks:
+    hooks = _hooks
+    if not hooks:
+        return
+    event = event.redacted()
+    for hook in hooks:
         try:
             hook(event)
         except Exception as exc:  # noqa: BLE001 - logged; the emitter must go on

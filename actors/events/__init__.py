@@ -7,8 +7,8 @@ delays ``float``). :func:`actors.observe.emit` hands each record to every hook
 (:func:`actors.observe.add_event_hook`, whatever the log level), then logs it through
 structlog — the default sink — if the configured level lets it through.
 
-Records are safe to hand to any hook: free text is redacted and errors are redacted
-snapshots when a record is built (see :func:`safe_error`).
+What a hook gets is safe to hand anywhere: :meth:`Event.redacted`, made once per emit
+when a hook is installed, redacts text and snapshots errors (see :func:`safe_error`).
 
 Families (docs/events.md lists every record with its fields):
 

@@ -1,9 +1,10 @@
 """The base of every event record, the hook protocol, and what makes a record safe.
 
-A record is handed as it is to every hook (:func:`actors.observe.add_event_hook`), so it
-must hold no secret: the converters here run when a record is built.
+A record is built with the runtime's own values, cheaply (most are never seen by a hook).
+What a hook gets is :meth:`Event.redacted`, made once per emit when a hook is installed,
+so it holds no secret:
 
-* :func:`redact_optional` (and :func:`actors.redact.redact_text` itself) for free text;
+* :func:`actors.redact.redact_text` for every text field;
 * :func:`safe_error` for an :class:`ActorError`: a *snapshot*, not the live error — its
   text fields redacted, ``partial_text`` (model output) dropped, no traceback (whose
   frames hold locals), and its cause chain replaced by snapshots: an :class:`ActorError`
@@ -13,7 +14,7 @@ must hold no secret: the converters here run when a record is built.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 import attrs
 
@@ -39,6 +40,20 @@ class Event:
     def fields(self) -> dict[str, Any]:
         """The fields as a log sink writes them, in order (records may reshape them)."""
         return {field.name: getattr(self, field.name) for field in attrs.fields(type(self))}
+
+    def redacted(self) -> Self:
+        """This record as hooks get it: text fields redacted, each error a
+        :func:`safe_error` snapshot. Made once per emit, and only when a hook is
+        installed — the log sink redacts its own way (the structlog pipeline)."""
+        changes: dict[str, Any] = {}
+        for field in attrs.fields(type(self)):
+            value = getattr(self, field.name)
+            if isinstance(value, ActorError):
+                changes[field.name] = safe_error(value)
+            elif isinstance(value, str):
+                # The plain text of a str subclass: its methods may be what hides a secret.
+                changes[field.name] = redact_text(str.__str__(value))
+        return attrs.evolve(self, **changes)
 
 
 class EventHook(Protocol):
@@ -68,11 +83,6 @@ class RedactedCause(Exception):
         return f"{self.type_name}: {self.message}" if self.message else self.type_name
 
 
-def redact_optional(value: str | None) -> str | None:
-    """:func:`~actors.redact.redact_text`, letting ``None`` through."""
-    return None if value is None else redact_text(value)
-
-
 def safe_error(error: ActorError) -> ActorError:
     """A snapshot of ``error`` that is safe to hand to any hook (see the module docstring).
 
@@ -81,13 +91,6 @@ def safe_error(error: ActorError) -> ActorError:
     members) are snapshots too.
     """
     return _snapshot(error, CHAIN_LIMIT)
-
-
-def error_or_text(value: ActorError | str) -> ActorError | str:
-    """A snapshot of an :class:`ActorError`, or redacted text (a repr of anything else)."""
-    if isinstance(value, ActorError):
-        return safe_error(value)
-    return redact_text(value)
 
 
 def _snapshot(error: ActorError, depth: int) -> ActorError:

@@ -9,8 +9,7 @@ from typing import ClassVar
 import attrs
 
 from actors.error_types import ActorError
-from actors.events._base import Event, error_or_text, redact_optional, safe_error
-from actors.redact import redact_text
+from actors.events._base import Event
 
 
 @attrs.frozen(kw_only=True)
@@ -22,10 +21,10 @@ class TaskFailed(Event):
     level: ClassVar[int] = logging.ERROR
 
     #: The function's ``__name__`` (or its ``repr``).
-    task: str = attrs.field(converter=redact_text)
+    task: str
     #: What it raised: the :class:`ActorError` (a snapshot), or the ``repr`` of any
     #: other exception.
-    error: ActorError | str = attrs.field(converter=error_or_text)
+    error: ActorError | str
 
 
 @attrs.frozen(kw_only=True)
@@ -36,11 +35,11 @@ class DeadLetterReported(Event):
     level: ClassVar[int] = logging.WARNING
 
     #: The path of the actor it was sent to.
-    target: str = attrs.field(converter=redact_text)
+    target: str
     #: The message's type name (never the message: it may hold anything).
     message_type: str
     #: ``"actor_stopped"`` or ``"mailbox_overflow"``.
-    reason: str = attrs.field(converter=redact_text)
+    reason: str
 
 
 @attrs.frozen(kw_only=True)
@@ -64,9 +63,9 @@ class ClassifyUnplaced(Event):
 
     #: The type name of what was classified.
     kind: str
-    provider: str | None = attrs.field(converter=redact_optional)
+    provider: str | None
     #: The ``internal`` error it became.
-    error: ActorError = attrs.field(converter=safe_error)
+    error: ActorError
 
 
 @attrs.frozen(kw_only=True)
@@ -78,8 +77,8 @@ class HookFailed(Event):
     level: ClassVar[int] = logging.ERROR
 
     #: The hook's qualified name (or its ``repr``).
-    hook: str = attrs.field(converter=redact_text)
+    hook: str
     #: The name of the event it was handed.
     failed_event: str
     #: The ``repr`` of what it raised.
-    error: str = attrs.field(converter=redact_text)
+    error: str

@@ -12,8 +12,7 @@ from typing import Any, ClassVar
 import attrs
 
 from actors.error_types import ActorError
-from actors.events._base import Event, redact_optional, safe_error
-from actors.redact import redact_text
+from actors.events._base import Event
 
 
 @attrs.frozen(kw_only=True)
@@ -23,7 +22,7 @@ class ActorStarted(Event):
     name: ClassVar[str] = "actor.started"
     level: ClassVar[int] = logging.DEBUG
 
-    actor: str = attrs.field(converter=redact_text)
+    actor: str
     #: Restarts before this incarnation (0 for the first).
     restarts: int
 
@@ -36,8 +35,8 @@ class ActorStartFailed(Event):
     name: ClassVar[str] = "actor.start_failed"
     level: ClassVar[int] = logging.WARNING
 
-    actor: str = attrs.field(converter=redact_text)
-    error: ActorError = attrs.field(converter=safe_error)
+    actor: str
+    error: ActorError
 
 
 @attrs.frozen(kw_only=True)
@@ -48,8 +47,8 @@ class ActorCrashed(Event):
     name: ClassVar[str] = "actor.crashed"
     level: ClassVar[int] = logging.WARNING
 
-    actor: str = attrs.field(converter=redact_text)
-    error: ActorError = attrs.field(converter=safe_error)
+    actor: str
+    error: ActorError
     #: Restarts so far, not counting the one this crash may cause.
     restarts: int
 
@@ -61,7 +60,7 @@ class ActorRestarting(Event):
     name: ClassVar[str] = "actor.restarting"
     level: ClassVar[int] = logging.INFO
 
-    actor: str = attrs.field(converter=redact_text)
+    actor: str
     #: Restarts including this one.
     restarts: int
 
@@ -73,9 +72,9 @@ class ActorStopped(Event):
     name: ClassVar[str] = "actor.stopped"
     level: ClassVar[int] = logging.DEBUG
 
-    actor: str = attrs.field(converter=redact_text)
+    actor: str
     #: Why (``"normal"``, ``"crashed:<code>"``, a cancel reason …).
-    reason: str = attrs.field(converter=redact_text)
+    reason: str
 
 
 @attrs.frozen(kw_only=True)
@@ -86,7 +85,7 @@ class ActorLateReply(Event):
     name: ClassVar[str] = "actor.late_reply"
     level: ClassVar[int] = logging.DEBUG
 
-    actor: str = attrs.field(converter=redact_text)
+    actor: str
 
 
 @attrs.frozen(kw_only=True)
@@ -96,8 +95,8 @@ class ActorCastFailed(Event):
     name: ClassVar[str] = "actor.cast_failed"
     level: ClassVar[int] = logging.WARNING
 
-    actor: str = attrs.field(converter=redact_text)
-    error: ActorError = attrs.field(converter=safe_error)
+    actor: str
+    error: ActorError
 
 
 @attrs.frozen(kw_only=True)
@@ -107,10 +106,10 @@ class ActorCleanupFailed(Event):
     name: ClassVar[str] = "actor.cleanup_failed"
     level: ClassVar[int] = logging.ERROR
 
-    actor: str = attrs.field(converter=redact_text)
+    actor: str
     #: ``"on_stop"`` or ``"on_restart"``.
     hook: str
-    error: ActorError = attrs.field(converter=safe_error)
+    error: ActorError
 
 
 @attrs.frozen(kw_only=True)
@@ -120,7 +119,7 @@ class ActorCleanupTimeout(Event):
     name: ClassVar[str] = "actor.cleanup_timeout"
     level: ClassVar[int] = logging.WARNING
 
-    actor: str = attrs.field(converter=redact_text)
+    actor: str
     #: ``"on_stop"`` or ``"on_restart"``.
     hook: str
 
@@ -138,13 +137,13 @@ class ErrorSuppressed(Event):
     name: ClassVar[str] = "error.suppressed"
     level: ClassVar[int] = logging.INFO
 
-    actor: str | None = attrs.field(default=None, converter=redact_optional)
-    supervisor: str | None = attrs.field(default=None, converter=redact_optional)
-    child: str | None = attrs.field(default=None, converter=redact_optional)
+    actor: str | None = None
+    supervisor: str | None = None
+    child: str | None = None
     #: The cancel's reason.
-    reason: str = attrs.field(converter=redact_text)
+    reason: str
     #: The failure that was superseded.
-    suppressed: ActorError = attrs.field(converter=safe_error)
+    suppressed: ActorError
 
     def fields(self) -> dict[str, Any]:
         """The log fields: the set location fields, then ``reason`` and ``suppressed``."""

@@ -9,8 +9,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from actors.error_types import ActorError
-from actors.events._base import Event, redact_optional, safe_error
-from actors.redact import redact_text
+from actors.events._base import Event
 
 
 @attrs.frozen(kw_only=True)
@@ -24,7 +23,7 @@ class RetryScheduled(Event):
     #: Which retry this is, from 1.
     attempt: int
     #: The failure being retried.
-    error: ActorError = attrs.field(converter=safe_error)
+    error: ActorError
     #: Seconds to wait before the retry.
     delay: float
     #: ``"header"`` (the error's ``retry_after``, honoured exactly) or ``"schedule"``
@@ -49,9 +48,9 @@ class BreakerTransition(Event):
     name: ClassVar[str] = "breaker.transition"
     level: ClassVar[int] = logging.INFO
 
-    provider: str = attrs.field(converter=redact_text)
+    provider: str
     #: The model whose breaker it is; ``None`` for the provider's own.
-    model: str | None = attrs.field(converter=redact_optional)
+    model: str | None
     #: ``"closed"``, ``"open"`` or ``"half_open"``.
     before: str = attrs.field(converter=str)
     after: str = attrs.field(converter=str)
@@ -71,7 +70,7 @@ class BudgetWarning(Event):
     name: ClassVar[str] = "budget.warning"
     level: ClassVar[int] = logging.WARNING
 
-    run_id: str = attrs.field(converter=redact_text)
+    run_id: str
     #: ``"tokens"``, ``"cost"``, ``"turns"`` or ``"seconds"``.
     dimension: str = attrs.field(converter=str)
     #: Usage so far, in the dimension's unit.
@@ -88,7 +87,7 @@ class BudgetPaused(Event):
     name: ClassVar[str] = "budget.paused"
     level: ClassVar[int] = logging.WARNING
 
-    run_id: str = attrs.field(converter=redact_text)
+    run_id: str
     #: ``"tokens"``, ``"cost"``, ``"turns"`` or ``"seconds"``.
     dimension: str = attrs.field(converter=str)
     used: float

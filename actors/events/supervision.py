@@ -12,8 +12,7 @@ from typing import Any, ClassVar
 import attrs
 
 from actors.error_types import ActorError
-from actors.events._base import Event, safe_error
-from actors.redact import redact_text
+from actors.events._base import Event
 
 
 @attrs.frozen(kw_only=True)
@@ -27,10 +26,10 @@ class SupervisorDecision(Event):
     name: ClassVar[str] = "supervisor.decision"
     level: ClassVar[int] = logging.INFO
 
-    supervisor: str = attrs.field(converter=redact_text)
-    child: str = attrs.field(converter=redact_text)
+    supervisor: str
+    child: str
     #: The failure decided on (``restart_intensity_exceeded`` when a restart was refused).
-    error: ActorError = attrs.field(converter=safe_error)
+    error: ActorError
     #: ``resume``, ``restart``, ``stop``, ``escalate`` or ``abort``.
     directive: str = attrs.field(converter=str)
     #: Failures counted in the intensity window (this one included if it asked a restart).
@@ -64,9 +63,9 @@ class SupervisorEscalated(Event):
     name: ClassVar[str] = "supervisor.escalated"
     level: ClassVar[int] = logging.WARNING
 
-    supervisor: str = attrs.field(converter=redact_text)
-    child: str = attrs.field(converter=redact_text)
-    error: ActorError = attrs.field(converter=safe_error)
+    supervisor: str
+    child: str
+    error: ActorError
 
 
 @attrs.frozen(kw_only=True)
@@ -76,8 +75,8 @@ class ChildStarted(Event):
     name: ClassVar[str] = "child.started"
     level: ClassVar[int] = logging.DEBUG
 
-    supervisor: str = attrs.field(converter=redact_text)
-    child: str = attrs.field(converter=redact_text)
+    supervisor: str
+    child: str
     #: Restarts of the child so far (0 for the first start).
     restarts: int
 
@@ -89,8 +88,8 @@ class ChildStopped(Event):
     name: ClassVar[str] = "child.stopped"
     level: ClassVar[int] = logging.DEBUG
 
-    supervisor: str = attrs.field(converter=redact_text)
-    child: str = attrs.field(converter=redact_text)
+    supervisor: str
+    child: str
     #: Why: its exit reason, ``"crashed:<code>"``, ``"start_failed:<code>"``,
     #: ``"restart:<sibling>"``, a terminate or shutdown reason …
-    reason: str = attrs.field(converter=redact_text)
+    reason: str
