@@ -236,18 +236,19 @@ def retry_after_from(headers: httpx.Headers, *, now: float | None = None) -> flo
 
     ``retry-after-ms`` wins when both are present and valid. An HTTP-date value is measured
     from the response's ``Date`` header when it parses, else from ``now`` (default: the
-    wall clock — an HTTP date is absolute, not trio time). Garbage, negative or non-finite
-    values are ignored; a date in the past gives 0.
+    wall clock — an HTTP date is absolute, not trio time). A delay is ASCII digits with an
+    optional fraction (:func:`_delay`); anything else that is not a valid date is ignored;
+    a date in the past gives 0.
     """
-    millis = _finite(headers.get("retry-after-ms"))
-    if millis is not None and millis >= 0:
+    millis = _delay(headers.get("retry-after-ms"))
+    if millis is not None:
         return millis / 1000.0
     raw = headers.get("retry-after")
     if raw is None:
         return None
-    seconds = _finite(raw)
+    seconds = _delay(raw)
     if seconds is not None:
-        return seconds if seconds >= 0 else None
+        return seconds
     when = _http_date(raw)
     if when is None:
         return None
@@ -305,7 +306,7 @@ def _count(value: Any) -> int | None:
 _DELAY = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
-def _finite(value: str | None) -> float | None:
+def _delay(value: str | None) -> float | None:
     """A header's delay: digits with an optional fraction, spaces around allowed (RFC
     9110 delta-seconds, plus the fractions some providers send). Anything else — a sign,
     an exponent, ``1_0``, ``inf`` — is not a delay."""
