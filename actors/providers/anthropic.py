@@ -4,6 +4,13 @@ Stream events are translated by dispatch tables: :data:`EVENT_HANDLERS` by event
 ``type`` (the JSON ``type``, else the SSE ``event`` name), :data:`BLOCK_STARTS` by
 content block type, :data:`DELTA_HANDLERS` by delta type. Types without an entry
 (``ping``, ``content_block_stop``, ``thinking_delta``, future ones) yield nothing.
+
+Each handler structures the event it reads into a small attrs class with the dialects'
+strict converter (:func:`~actors.providers.dialect.structure_event`): every value it
+takes — text, tool ids and names, ``partial_json``, ``stop_reason``, indexes, token
+counts — has its exact JSON type, or the event is ``malformed_response`` naming the
+field. An ``error`` event of any shape stands for an HTTP error (its ``error.type``'s
+status, else 500) and is classified as one.
 """
 
 from __future__ import annotations
@@ -24,7 +31,15 @@ from actors.providers.base import (
     StreamEvent,
     ToolCall,
 )
-from actors.providers.dialect import ErrorAnswer, StreamState, event_json, structure
+from actors.providers.dialect import (
+    Count,
+    ErrorAnswer,
+    JsonObject,
+    StreamState,
+    event_json,
+    structure,
+    structure_event,
+)
 from actors.providers.http import HttpProvider
 from actors.providers.sse import SseEvent
 from actors.usage import Usage
@@ -45,19 +60,30 @@ ERROR_STATUS: Final[Mapping[str, int]] = {
 }
 
 
+# The answer's shapes, structured strictly (actors.providers.dialect): a value of the
+# wrong JSON type is malformed_response naming the field; null is accepted only where the
+# type says ``| None`` (absent).
+
+
 @attrs.frozen
 class _Block:
     type: str
     text: str = ""
     id: str = ""
     name: str = ""
-    input: dict[str, Any] = attrs.Factory(dict)
+    input: JsonObject = attrs.Factory(lambda: JsonObject({}))
+
+
+_NO_TOKENS: Final = Count(0)
 
 
 @attrs.frozen
 class _Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: Count = _NO_TOKENS
+    output_tokens: Count = _NO_TOKENS
+
+    def usage(self) -> Usage:
+        return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
 
 
 @attrs.frozen
@@ -65,8 +91,86 @@ class _Message:
     type: str
     content: list[_Block]
     usage: _Usage
-    model: str = ""
+    model: str | None = None
     stop_reason: str | None = None
+
+
+# --- the stream events' shapes (what each handler reads) -------------------------------
+
+
+@attrs.frozen
+class _StartedMessage:
+    usage: _Usage | None = None
+
+
+@attrs.frozen
+class _MessageStart:
+    message: _StartedMessage | None = None
+
+
+@attrs.frozen
+class _BlockStart:
+    """A ``content_block_start``; its block is read by the handler for its type."""
+
+    index: int = 0
+    content_block: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class _ToolUse:
+    id: str = ""
+    name: str = ""
+
+
+@attrs.frozen
+class _ToolUseStart:
+    content_block: _ToolUse
+    index: int = 0
+
+
+@attrs.frozen
+class _BlockDelta:
+    """A ``content_block_delta``; its delta is read by the handler for its type."""
+
+    index: int = 0
+    delta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class _Text:
+    text: str = ""
+
+
+@attrs.frozen
+class _TextDelta:
+    delta: _Text
+
+
+@attrs.frozen
+class _PartialJson:
+    partial_json: str = ""
+
+
+@attrs.frozen
+class _JsonDelta:
+    delta: _PartialJson
+    index: int = 0
+
+
+@attrs.frozen
+class _Stop:
+    stop_reason: str | None = None
+
+
+@attrs.frozen
+class _OutputUsage:
+    output_tokens: Count | None = None
+
+
+@attrs.frozen
+class _MessageDelta:
+    delta: _Stop | None = None
+    usage: _OutputUsage | None = None
 
 
 def _message(message: Message) -> dict[str, Any]:
@@ -138,14 +242,12 @@ class AnthropicDialect:
         return LlmResponse(
             content="".join(b.text for b in message.content if b.type == "text"),
             tool_calls=tuple(
-                ToolCall(id=b.id, name=b.name, arguments=json.dumps(b.input))
+                ToolCall(id=b.id, name=b.name, arguments=json.dumps(b.input, allow_nan=False))
                 for b in message.content
                 if b.type == "tool_use"
             ),
             finish_reason=message.stop_reason,
-            usage=Usage(
-                input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens
-            ),
+            usage=message.usage.usage(),
             provider=provider,
             model=message.model or request.model,
         )
@@ -184,64 +286,68 @@ def _lookup(table: Mapping[str, Handler], kind: Any) -> Handler | None:
 
 
 def _on_error(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    error_type = (data.get("error") or {}).get("type", "api_error")
-    state.error = ErrorAnswer(ERROR_STATUS.get(error_type, 500), data)
+    error = data.get("error")
+    error_type = error.get("type") if isinstance(error, dict) else None
+    status = ERROR_STATUS.get(error_type, 500) if isinstance(error_type, str) else 500
+    state.error = ErrorAnswer(status, data)
     return []
 
 
 def _on_message_start(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    usage = structure(
-        (data.get("message") or {}).get("usage", {}), _Usage, provider=provider, model=None
-    )
-    state.usage = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+    event = structure_event(data, _MessageStart, kind="message_start", provider=provider)
+    usage = event.message.usage if event.message is not None else None
+    state.usage = usage.usage() if usage is not None else Usage()
     return [StreamEvent(kind="usage", usage=state.usage)]
 
 
 def _on_block_start(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    block = data.get("content_block") or {}
-    handler = _lookup(BLOCK_STARTS, block.get("type"))
+    event = structure_event(data, _BlockStart, kind="content_block_start", provider=provider)
+    handler = _lookup(BLOCK_STARTS, (event.content_block or {}).get("type"))
     return [] if handler is None else handler(data, state, provider)
 
 
 def _start_tool_use(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    block = data.get("content_block") or {}
-    index = int(data.get("index", 0))
-    state.tool_calls[index] = {"id": block.get("id", ""), "name": block.get("name", "")}
-    return [
-        StreamEvent(
-            kind="tool_call", index=index, tool_call_id=block.get("id"), tool_name=block.get("name")
-        )
-    ]
+    event = structure_event(data, _ToolUseStart, kind="content_block_start", provider=provider)
+    block = event.content_block
+    state.tool_calls[event.index] = {"id": block.id, "name": block.name}
+    start = StreamEvent(
+        kind="tool_call",
+        index=event.index,
+        tool_call_id=block.id or None,  # absent: None, as on OpenAI's later fragments
+        tool_name=block.name or None,
+    )
+    return [start]
 
 
 def _on_block_delta(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    delta = data.get("delta") or {}
-    handler = _lookup(DELTA_HANDLERS, delta.get("type"))
+    event = structure_event(data, _BlockDelta, kind="content_block_delta", provider=provider)
+    handler = _lookup(DELTA_HANDLERS, (event.delta or {}).get("type"))
     return [] if handler is None else handler(data, state, provider)
 
 
 def _text_delta(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    text = str(data["delta"].get("text", ""))
-    state.text.append(text)
-    return [StreamEvent(kind="text", text=text)]
+    text = structure_event(data, _TextDelta, kind="content_block_delta", provider=provider)
+    state.text.append(text.delta.text)
+    return [StreamEvent(kind="text", text=text.delta.text)]
 
 
 def _input_json_delta(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
-    index = int(data.get("index", 0))
-    fragment = str(data["delta"].get("partial_json", ""))
-    call = state.tool_calls.setdefault(index, {})
+    event = structure_event(data, _JsonDelta, kind="content_block_delta", provider=provider)
+    fragment = event.delta.partial_json
+    call = state.tool_calls.setdefault(event.index, {})
     call["arguments"] = call.get("arguments", "") + fragment
-    return [StreamEvent(kind="tool_call", index=index, arguments=fragment)]
+    return [StreamEvent(kind="tool_call", index=event.index, arguments=fragment)]
 
 
 def _on_message_delta(data: dict[str, Any], state: StreamState, provider: str) -> list[StreamEvent]:
+    event = structure_event(data, _MessageDelta, kind="message_delta", provider=provider)
     events: list[StreamEvent] = []
-    output = (data.get("usage") or {}).get("output_tokens")
-    if isinstance(output, int):
+    output = event.usage.output_tokens if event.usage is not None else None
+    if output is not None:
         base = state.usage or Usage()
         state.usage = Usage(input_tokens=base.input_tokens, output_tokens=output)
         events.append(StreamEvent(kind="usage", usage=state.usage))
-    reason = (data.get("delta") or {}).get("stop_reason")
+    reason = event.delta.stop_reason if event.delta is not None else None
     if reason:
         state.finish_reason = reason
         events.append(StreamEvent(kind="finish", finish_reason=reason))

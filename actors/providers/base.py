@@ -216,6 +216,11 @@ class ProviderConfig:
     The API key comes from ``api_key`` (a string or a callable secret provider) or the
     environment variable ``api_key_env``; it is registered with the redaction processor
     when the adapter starts, and never logged.
+
+    ``read_timeout`` bounds each wait for the next bytes (not a whole answer).
+    ``max_response_bytes`` caps a non-streaming body, an error body, one SSE event, and
+    the answer a stream assembles (text and tool calls, UTF-8 bytes) — not a stream's
+    total on the wire; more is ``malformed_response``.
     """
 
     name: str

@@ -26,7 +26,10 @@ class ProviderClient:
     ``stream()`` hands events over a zero-capacity channel: the adapter sends the next
     event only when the consumer takes it (backpressure). Leaving the block early — a
     ``break``, an error, a cancel — cancels the request and closes the upstream
-    connection.
+    connection. A consumer that stops reading but stays in the block holds the request
+    (and the upstream connection) open until it leaves or ``timeout`` fires —
+    ``read_timeout`` does not apply, nothing is being read. ``timeout`` (seconds, for the
+    whole call or stream) fails with ``call_timeout``, which carries no partial text.
     """
 
     def __init__(self, ref: ActorRef, name: str, *, timeout: float | None = None) -> None:

@@ -15,12 +15,27 @@ Rules every dialect inherits:
   that caller only, the actor goes on serving (no crash, no restart);
 * any httpx failure, any error status, any body that is not the dialect's shape is
   classified by :func:`actors.classify.classify` — no vendor error escapes;
-* the response body is read up to ``max_response_bytes`` (more: ``malformed_response``);
+* a non-streaming body is read up to ``max_response_bytes`` (more:
+  ``malformed_response``); a stream is capped by what it assembles: the answer (text and
+  tool calls) and each SSE event at most ``max_response_bytes`` (more:
+  ``malformed_response``), its total on the wire is not capped (SSE framing and keep-alive
+  comments are not the answer);
+* provider JSON is standard JSON, read at its exact types (:mod:`~actors.providers.dialect`);
+  a body or an event that is not is ``malformed_response`` — never ``internal``;
 * a stream ends with its terminator or it is a failure: ``network`` (retryable), with the
   usage and the text received so far on the error — never a silent truncation; an error
-  event mid-stream is classified like the HTTP error it stands for;
-* stream events go to the caller's channel with backpressure; if the consumer stops or is
-  cancelled, the upstream request is closed.
+  event mid-stream is classified like the HTTP error it stands for; any failure mid-stream
+  (a transport's bug too) keeps the text and usage received;
+* once the terminator has arrived the answer is complete: the rest of the body is read for
+  at most :data:`TRAILING_GRACE` seconds and :data:`TRAILING_BYTES` bytes (so that a
+  server which ends the body right after it leaves a reusable connection), then the
+  response is closed — a server that keeps the stream open after it (keep-alive comments)
+  delays the answer by the grace, never more;
+* stream events go to the caller's channel with backpressure: the adapter reads the next
+  chunk only when the consumer has taken the previous event. A consumer that leaves the
+  block (or is cancelled) cancels the request and closes the upstream; one that stays in
+  the block without reading holds the request open — ``read_timeout`` does not apply, as
+  nothing is being read — until it leaves or the caller's timeout fires.
 
 ``transport`` replaces httpx's own (an ``httpx.MockTransport`` in a unit test, say). The
 client closes it with itself, as httpx does; then ``max_connections`` does not apply (it
@@ -30,10 +45,9 @@ fresh transport for each instance.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import httpx
@@ -41,7 +55,7 @@ import trio
 
 from actors.actor import Actor
 from actors.classify import classify
-from actors.errors import ActorError, Code, fail
+from actors.errors import ActorError, Code, fail, normalize
 from actors.providers.base import (
     Complete,
     LlmRequest,
@@ -51,9 +65,14 @@ from actors.providers.base import (
     StreamEvent,
     ToolCall,
 )
-from actors.providers.dialect import Dialect, StreamState
+from actors.providers.dialect import Dialect, NotJson, StreamState, loads
 from actors.providers.sse import SseParser
 from actors.usage import Usage
+
+#: Seconds the rest of a stream's body is read after its terminator, at most.
+TRAILING_GRACE: Final = 0.5
+#: Bytes of a stream's body read after its terminator, at most.
+TRAILING_BYTES: Final = 64 << 10
 
 
 class HttpProvider(Actor):
@@ -139,13 +158,27 @@ class HttpProvider(Actor):
             raise self._classify(exc, request) from exc
         if response.status_code >= 300:
             raise self._classify(_with_body(response, raw), request)
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise self._classify(_with_body(response, raw), request) from None
+        data = self._json(response, raw, request)
         with _unparsable_is_malformed(self.config.name, request.model):
             answer = self.dialect.parse_response(data, request, provider=self.config.name)
         return attrs.evolve(answer, latency=trio.current_time() - started)
+
+    def _json(self, response: httpx.Response, raw: bytes, request: LlmRequest) -> Any:
+        """The JSON of a 2xx body; ``malformed_response`` when it is not standard JSON."""
+        try:
+            return loads(raw)
+        except NotJson as exc:
+            if exc.constant is not None:
+                # NaN / Infinity: Python's json reads them, so classify would take the
+                # body for a well-formed answer; say it here.
+                raise ActorError.from_code(
+                    Code.MALFORMED_RESPONSE,
+                    f"HTTP {response.status_code} body is not JSON ({exc.reason})",
+                    provider=self.config.name,
+                    model=request.model,
+                    http_status=response.status_code,
+                ) from None
+            raise self._classify(_with_body(response, raw), request) from None
 
     async def _stream(
         self, request: LlmRequest, sink: trio.MemorySendChannel[StreamEvent]
@@ -175,6 +208,10 @@ class HttpProvider(Actor):
             if err.model is None:
                 err.model = request.model
             raise _with_partial(err, state) from err.__cause__
+        except Exception as exc:
+            # Not a provider answer: a bug in a transport or a dialect (classify logs it,
+            # unplaced). Typed, and as for any failure nothing streamed is lost.
+            raise self._classify(exc, request, state) from exc
         return LlmResponse(
             content="".join(state.text),
             tool_calls=_tool_calls(state),
@@ -192,24 +229,37 @@ class HttpProvider(Actor):
         state: StreamState,
         sink: trio.MemorySendChannel[StreamEvent],
     ) -> None:
-        parser = SseParser(max_event_bytes=self.config.max_response_bytes)
+        cap = self.config.max_response_bytes
+        parser = SseParser(max_event_bytes=cap)
         provider = self.config.name
-        # Read to the end of the body even after the terminator (it ends right after it):
-        # leaving httpx's byte iterator early leaks its inner async generators
-        # (encode/httpx#3686).
-        async for chunk in response.aiter_bytes():
-            for sse in parser.feed(chunk):
+        assembled = 0  # bytes of the answer's text and tool calls so far
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                for sse in parser.feed(chunk):
+                    with _unparsable_is_malformed(provider, request.model):
+                        events = self.dialect.stream_events(sse, state, provider=provider)
+                    if state.error is not None:
+                        error = httpx.Response(state.error.status, json=dict(state.error.body))
+                        raise self._classify(error, request)
+                    for event in events:
+                        assembled += _answer_bytes(event)
+                        if assembled > cap:
+                            raise ActorError.from_code(
+                                Code.MALFORMED_RESPONSE,
+                                f"streamed answer larger than {cap} bytes",
+                                provider=provider,
+                            )
+                        await sink.send(event)
+                    if state.done:
+                        break  # anything after the terminator is not read as events
                 if state.done:
-                    continue  # anything after the terminator is ignored
-                with _unparsable_is_malformed(provider, request.model):
-                    events = self.dialect.stream_events(sse, state, provider=provider)
-                if state.error is not None:
-                    error = httpx.Response(state.error.status, json=dict(state.error.body))
-                    raise self._classify(error, request)
-                for event in events:
-                    await sink.send(event)
+                    await _discard_trailing(chunks)
+                    return
+        finally:
+            await _aclose(chunks)
         parser.close()
-        if state.done or self.dialect.complete_at_eof(state):
+        if self.dialect.complete_at_eof(state):
             return
         raise ActorError.from_code(
             Code.NETWORK,
@@ -245,13 +295,70 @@ class HttpProvider(Actor):
     def _classify(
         self, obj: object, request: LlmRequest, state: StreamState | None = None
     ) -> ActorError:
-        err = classify(
-            obj, provider=self.config.name, dialect=self.dialect.name, model=request.model
-        )
+        if isinstance(obj, BaseExceptionGroup):
+            err = normalize(obj)  # reduced to one error (classify takes one failure)
+            if err.provider is None:
+                err.provider = self.config.name
+            if err.model is None:
+                err.model = request.model
+        else:
+            err = classify(
+                obj, provider=self.config.name, dialect=self.dialect.name, model=request.model
+            )
         return _with_partial(err, state) if state is not None else err
 
 
-_PARSE_ERRORS = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+async def _discard_trailing(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows a stream's terminator, for :data:`TRAILING_GRACE` seconds and
+    :data:`TRAILING_BYTES` bytes at most, and drop it.
+
+    A server that ends the body right after the terminator (the usual case) ends this at
+    once and leaves its connection reusable. One that keeps the stream open (keep-alive
+    comments after ``[DONE]``) is cut off by the deadline: the cancel is delivered inside
+    the pending read, so it unwinds httpx's whole chain of byte iterators (none is left
+    suspended for the garbage collector). The answer is complete either way: a read that
+    fails here (a reset, a read timeout) loses nothing.
+    """
+    received = 0
+    with trio.move_on_after(TRAILING_GRACE):
+        try:
+            async for chunk in chunks:
+                received += len(chunk)
+                if received > TRAILING_BYTES:
+                    return
+        except httpx.HTTPError:
+            return  # the answer is complete; the connection is closed, not reused
+
+
+async def _aclose(chunks: AsyncIterator[bytes]) -> None:
+    """Close the byte iterator (an async generator in httpx) explicitly, at once, rather
+    than leave it to the garbage collector; a finished one is left as it is."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def _answer_bytes(event: StreamEvent) -> int:
+    """What ``event`` adds to the assembled answer, in UTF-8 bytes."""
+    size = len(event.text.encode()) + len(event.arguments.encode())
+    for name in (event.tool_call_id, event.tool_name):
+        if name:
+            size += len(name.encode())
+    return size
+
+
+#: What a dialect reading an answer of the wrong shape may raise: the provider's
+#: ``malformed_response``. ``OverflowError``: ``int()`` of an infinite float (``1e999``);
+#: ``RecursionError``: an answer nested too deeply for the code reading it.
+_PARSE_ERRORS = (
+    AttributeError,
+    IndexError,
+    KeyError,
+    OverflowError,
+    RecursionError,
+    TypeError,
+    ValueError,
+)
 
 
 @contextmanager

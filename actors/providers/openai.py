@@ -16,7 +16,14 @@ from actors.providers.base import (
     StreamEvent,
     ToolCall,
 )
-from actors.providers.dialect import ErrorAnswer, StreamState, event_json, structure
+from actors.providers.dialect import (
+    Count,
+    ErrorAnswer,
+    StreamState,
+    event_json,
+    structure,
+    structure_event,
+)
 from actors.providers.http import HttpProvider
 from actors.providers.sse import SseEvent
 from actors.usage import Usage
@@ -25,22 +32,27 @@ from actors.usage import Usage
 STREAM_ERROR_STATUS: Final = 500
 
 
+# The answer's shapes, structured strictly (actors.providers.dialect): a value of the
+# wrong JSON type is malformed_response naming the field; null is accepted only where the
+# type says ``| None`` (absent).
+
+
 @attrs.frozen
 class _Function:
     name: str = ""
-    arguments: str = ""
+    arguments: str | None = None
 
 
 @attrs.frozen
 class _ToolCall:
     function: _Function
-    id: str = ""
+    id: str | None = None
 
 
 @attrs.frozen
 class _Message:
     content: str | None = None
-    tool_calls: list[_ToolCall] = attrs.Factory(list)
+    tool_calls: list[_ToolCall] | None = None
 
 
 @attrs.frozen
@@ -49,10 +61,13 @@ class _Choice:
     finish_reason: str | None = None
 
 
+_NO_TOKENS: Final = Count(0)
+
+
 @attrs.frozen
 class _Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: Count = _NO_TOKENS
+    completion_tokens: Count = _NO_TOKENS
 
     def usage(self) -> Usage:
         return Usage(input_tokens=self.prompt_tokens, output_tokens=self.completion_tokens)
@@ -61,7 +76,7 @@ class _Usage:
 @attrs.frozen
 class _Completion:
     choices: list[_Choice]
-    model: str = ""
+    model: str | None = None
     usage: _Usage | None = None
 
 
@@ -81,7 +96,7 @@ class _ToolCallDelta:
 @attrs.frozen
 class _Delta:
     content: str | None = None
-    tool_calls: list[_ToolCallDelta] = attrs.Factory(list)
+    tool_calls: list[_ToolCallDelta] | None = None
 
 
 @attrs.frozen
@@ -160,8 +175,8 @@ class OpenAIDialect:
         return LlmResponse(
             content=choice.message.content or "",
             tool_calls=tuple(
-                ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
-                for c in choice.message.tool_calls
+                ToolCall(id=c.id or "", name=c.function.name, arguments=c.function.arguments or "")
+                for c in choice.message.tool_calls or ()
             ),
             finish_reason=choice.finish_reason,
             usage=completion.usage.usage() if completion.usage else Usage(),
@@ -179,13 +194,13 @@ class OpenAIDialect:
         if isinstance(data, dict) and "error" in data:
             state.error = ErrorAnswer(STREAM_ERROR_STATUS, data)
             return []
-        chunk = structure(data, _Chunk, provider=provider, model=None)
+        chunk = structure_event(data, _Chunk, kind="chat.completion.chunk", provider=provider)
         events: list[StreamEvent] = []
         for choice in chunk.choices[:1]:
             if choice.delta.content:
                 state.text.append(choice.delta.content)
                 events.append(StreamEvent(kind="text", text=choice.delta.content))
-            for delta in choice.delta.tool_calls:
+            for delta in choice.delta.tool_calls or ():
                 events.append(_tool_call_delta(delta, state))
             if choice.finish_reason:
                 state.finish_reason = choice.finish_reason

@@ -8,10 +8,17 @@ The result does not depend on how the stream was cut into chunks.
 * A line starting with ``:`` is a comment (keep-alive pings) and is ignored.
 * ``field: value`` — one space after the colon is dropped; a line without a colon is a
   field with an empty value. Fields: ``event``, ``data`` (several ``data:`` lines join
-  with ``\\n``), ``id``, ``retry`` (digits only); others are ignored.
+  with ``\\n``), ``id``, ``retry``; others are ignored. ``retry`` is read only when its
+  value is ASCII digits (``0``-``9``; not ``²``, not a sign), at most
+  :data:`MAX_RETRY_DIGITS` of them — anything else is ignored, as the rules say for a
+  value that is not digits (a longer one would be an absurd delay anyway).
 * A blank line dispatches the event; an event with no ``data`` is not dispatched.
-* Invalid UTF-8, a NUL in ``id``, or an event larger than ``max_event_bytes`` raises
-  ``malformed_response`` — never an uncaught exception. :meth:`SseParser.close` tells
+* An ``id`` holding a NUL is ignored, as the rules say.
+* Invalid UTF-8 or an event larger than ``max_event_bytes`` raises
+  ``malformed_response`` — never an uncaught exception. The events a chunk completes
+  before an invalid byte are returned first, and the error is raised by the next
+  :meth:`SseParser.feed` or :meth:`SseParser.close` — so a stream's terminator followed
+  by junk in the same chunk still arrives (the reader stops there). :meth:`SseParser.close` tells
   whether the stream ended in the middle of an event.
 """
 
@@ -24,6 +31,8 @@ import attrs
 from actors.errors import ActorError, Code
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20
+#: The longest ``retry`` value read (milliseconds; 18 digits is over 31 million years).
+MAX_RETRY_DIGITS = 18
 
 
 @attrs.frozen
@@ -50,20 +59,32 @@ class SseParser:
         self._retry: int | None = None
         self._size = 0
         self._dirty = False  # a field of an unfinished event was seen
+        self._failure: ActorError | None = None  # invalid UTF-8, raised by the next call
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        """Parse ``chunk``; return the events it completed."""
+        """Parse ``chunk``; return the events it completed (see the module docstring for
+        invalid UTF-8)."""
+        if self._failure is not None:
+            raise self._failure
         try:
             text = self._decoder.decode(chunk)
         except UnicodeDecodeError as exc:
-            raise ActorError.from_code(
-                Code.MALFORMED_RESPONSE, f"event stream is not UTF-8: {exc.reason}"
-            ) from exc
+            failure = ActorError.from_code(
+                Code.MALFORMED_RESPONSE, f"event stream is not UTF-8: {exc.reason}", cause=exc
+            )
+            # exc.object is what the decoder held from earlier chunks plus this one.
+            events = self._text(bytes(exc.object[: exc.start]).decode("utf-8"))
+            if not events:
+                raise failure from exc
+            self._failure = failure
+            return events
         return self._text(text)
 
     def close(self) -> bool:
         """End of input: ``True`` if the stream stopped in the middle of an event or line
         (the unfinished event is dropped, as the rules say)."""
+        if self._failure is not None:
+            raise self._failure
         try:
             rest = self._decoder.decode(b"", final=True)
         except UnicodeDecodeError as exc:
@@ -126,7 +147,7 @@ class SseParser:
         elif field == "id":
             if "\x00" not in value:
                 self._id = value
-        elif field == "retry" and value.isdigit():
+        elif field == "retry" and _ascii_digits(value):
             self._retry = int(value)
         return None
 
@@ -138,3 +159,9 @@ class SseParser:
         return SseEvent(
             event=event or "message", data="\n".join(data), id=self._id, retry=self._retry
         )
+
+
+def _ascii_digits(value: str) -> bool:
+    """Whether ``value`` is 1 to :data:`MAX_RETRY_DIGITS` ASCII digits (``str.isdigit``
+    alone also accepts ``²`` and other digits ``int()`` refuses)."""
+    return 0 < len(value) <= MAX_RETRY_DIGITS and value.isascii() and value.isdigit()
