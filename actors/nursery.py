@@ -45,7 +45,8 @@ async def run_to_completion(
     For work that, once begun, must complete even if the task that asked for it is
     cancelled (a stop): the waiter leaves at once with ``trio.Cancelled``; the work goes
     on in ``nursery``. An ``Exception`` it raises is re-raised to the waiter, or logged
-    (``task.failed``) if the waiter has left.
+    (``task.failed``) if the waiter has left. If ``nursery`` is already closed to new
+    tasks (its owner's run is ending), the work runs in the caller's task, shielded.
     """
     done = trio.Event()
     failure: list[Exception] = []
@@ -62,7 +63,14 @@ async def run_to_completion(
         finally:
             done.set()
 
-    nursery.start_soon(run)
+    try:
+        nursery.start_soon(run)
+    except RuntimeError:
+        # The nursery is closing (its owner's run is ending): no task can join it. The
+        # work still must complete, so it runs here, shielded from the caller's cancel.
+        with trio.CancelScope(shield=True):
+            await fn(*args)
+        return
     try:
         await done.wait()
     except BaseException:

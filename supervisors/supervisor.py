@@ -171,7 +171,12 @@ class Supervisor:
         self, nursery: trio.Nursery, task_status: trio.TaskStatus[Supervisor]
     ) -> None:
         try:
-            await self._incarnations.start_all(nursery, list(self.children))
+            # Under the lock, like every other change to the children: a dynamic call
+            # (delete, terminate, restart) landing while a (nested) supervisor starts its
+            # children waits for the start, then acts on what it sees; the list is read
+            # once the lock is held, so a child deleted before the start stays deleted.
+            async with self._lock:
+                await self._incarnations.start_all(nursery, list(self.children))
         except ActorError as err:
             # Raised after the nursery closes, so the starter sees it unwrapped.
             self._failure = err
