@@ -32,7 +32,7 @@ from supervisors.children import Child, Decision, Status
 from supervisors.intensity import EMPTY_WINDOW, RestartStamp, add_restart, intensity_exceeded
 from supervisors.policy import Directive, directive_for
 from supervisors.spec import SupervisorSpec
-from supervisors.strategy import AFTER_CRASH
+from supervisors.strategy import AFTER_CRASH, RESTARTABLE
 
 
 class Root(Protocol):
@@ -71,6 +71,8 @@ class Decider:
             directive = self.settle(child, error)
         if directive is None:
             return AfterCrash.STOP  # a cancel is under way: nothing restarts
+        if directive is Directive.RESTART and not RESTARTABLE[child.spec.restart]:
+            return AfterCrash.STOP  # a temporary child is never restarted: on_stop
         return AFTER_CRASH[directive]
 
     def settle(
@@ -90,7 +92,8 @@ class Decider:
         if directive is None:
             directive = directive_for(error, child.spec.policy, spec.policy) or Directive.STOP
         delay, now = 0.0, trio.current_time()
-        if directive is Directive.RESTART:
+        if directive is Directive.RESTART and RESTARTABLE[child.spec.restart]:
+            # Only a restart that happens counts (a temporary child's never does).
             stamp = RestartStamp(at=now, child=child.id, error=error)
             self.window, allowed = add_restart(
                 self.window, stamp, intensity=spec.max_restarts, period=spec.period

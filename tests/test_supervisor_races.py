@@ -138,3 +138,34 @@ async def test_work_for_a_closed_nursery_runs_in_the_caller_shielded() -> None:
         scope.cancel()
         await run_to_completion(closed, work, "stop")
     assert done == ["stop"]
+
+
+class _Hooky(SlowStart):
+    async def on_restart(self, error: ActorError) -> None:
+        self.journal.append(("on_restart", self.name, str(error.code)))
+
+
+async def test_a_temporary_childs_crash_is_never_counted_nor_restarted(
+    autojump_clock: MockClock,
+) -> None:
+    """max_restarts=1: three temporary children crash (the default directive for
+    ``unavailable`` is restart); none is restarted, none counts, each gets on_stop."""
+    journal: list[tuple[Any, ...]] = []
+    with trio.fail_after(60):
+        async with open_tree(tree_spec(worker("a", journal), max_restarts=1)) as tree:
+            for i in range(3):
+                spec = ChildSpec(
+                    id=f"t{i}", actor=_Hooky, args=(f"t{i}", journal, 0.0), restart="temporary"
+                )
+                ref = await tree.root.start_child(spec)
+                assert ref is not None
+                with pytest.raises(ActorError, match="told to crash"):
+                    await ref.call(("crash", Code.UNAVAILABLE))
+                await trio.sleep(1)
+            assert _states(tree.root) == [("a", "running")]
+    assert [e for e in journal if e[0] in {"on_restart", "stop"}] == [
+        ("stop", "t0", "crashed:unavailable"),
+        ("stop", "t1", "crashed:unavailable"),
+        ("stop", "t2", "crashed:unavailable"),
+        ("stop", "a", "shutdown"),
+    ]
