@@ -141,7 +141,27 @@ def emit(event: Event) -> None:
 
 
 def _log_record(event: Event, **extra: Any) -> None:
-    getattr(_sink, _method_for(event.level))(event.name, **event.fields(), **extra)
+    getattr(_sink_logger(), _method_for(event.level))(event.name, **event.fields(), **extra)
+
+
+# The sink's bound logger, and the structlog configuration it was bound under.
+_bound: tuple[tuple[object, ...], Any] | None = None
+
+
+def _sink_logger() -> Any:
+    """:data:`_sink` bound once per structlog configuration, not once per event.
+
+    Binding makes a logger with the configured factory (a new ``PrintLogger`` each time);
+    the processors stay :data:`_LIBRARY_PROCESSORS`, read at each event. A new
+    ``structlog.configure`` (or :func:`configure_logging`) brings a new factory, wrapper
+    or context class, and the next event binds again.
+    """
+    global _bound
+    config = structlog.get_config()
+    key = (config["logger_factory"], config["wrapper_class"], config["context_class"])
+    if _bound is None or any(a is not b for a, b in zip(_bound[0], key, strict=True)):
+        _bound = (key, _sink.bind())
+    return _bound[1]
 
 
 def _dispatch(event: Event) -> None:
