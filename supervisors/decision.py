@@ -62,6 +62,12 @@ class Decider:
         if child.status is Status.TERMINATING:
             self.settle(child, error, Directive.STOP)  # stopping itself: no restart
             return AfterCrash.STOP
+        if child.status is Status.STOPPING:
+            # We are stopping it (terminate, a sibling's restart, shutdown): its exit is
+            # ours. The crash is reported as a stop, never counted, never restarted.
+            self.settle(child, error, Directive.STOP)
+            child.pending = None
+            return AfterCrash.STOP
         if error.code is Code.CANCELLED:
             # Not our subtree's cancel (that is checked first): a cancellation from
             # elsewhere (a nested call into a cancelled tree) crossed in as an error. That

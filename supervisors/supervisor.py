@@ -216,9 +216,17 @@ class Supervisor:
         return self._shutdown_requested or self._failure is not None
 
     async def _handle_exit(self, child: Child, exit_: Exit, ended_by: EndedBy) -> None:
-        """An exit of the child's own (:data:`ON_EXIT`); a termination stays down."""
+        """An exit of the child's own (:data:`ON_EXIT`); a termination stays down.
+
+        An exit is stale when the child is no longer ``EXITED`` by the time the loop gets
+        to it: terminated, deleted or restarted (a group restart for a sibling's crash in
+        the same instant) while the exit waited for the lock. Nothing is decided on it.
+        """
         if self.cancel_reason() is not None:
             return  # a cancel is under way: no policy runs, nothing restarts
+        if child.status is not Status.EXITED or child not in self.children:
+            child.pending = None if child.status is Status.STOPPED else child.pending
+            return
         outcome = ON_EXIT[child.spec.restart, exit_.kind]
         if ended_by is EndedBy.TERMINATION:  # it stopped itself for good: never restarted
             child.pending, outcome = None, Outcome.STOPPED
@@ -293,7 +301,9 @@ class Supervisor:
 
     async def _run_pending_locked(self, child: Child) -> None:
         async with self._lock:
-            if child.pending is not None:
+            if child.status is Status.STOPPED:
+                child.pending = None  # terminated while this waited: it stays down
+            elif child.pending is not None:
                 await self._run_pending(child)
 
     def _down(self, child: Child, reason: str, outcome: Outcome) -> None:

@@ -17,7 +17,8 @@ from tests.sup_helpers import NO_BACKOFF, tree_spec, worker
 
 
 class SlowStart(Actor):
-    """``on_start`` takes ``delay`` seconds; ``("crash", code)`` raises that code."""
+    """``on_start`` takes ``delay`` seconds; ``("crash", code[, after])`` raises that code
+    (after ``after`` seconds)."""
 
     def __init__(self, name: str, journal: list[tuple[Any, ...]], delay: float) -> None:
         self.name, self.journal, self.delay = name, journal, delay
@@ -30,6 +31,8 @@ class SlowStart(Actor):
         self.journal.append(("stop", self.name, reason))
 
     async def handle(self, message: Any) -> Any:
+        if len(message) > 2:
+            await trio.sleep(message[2])
         raise ActorError.from_code(message[1], f"{self.name} told to crash")
 
 
@@ -169,3 +172,92 @@ async def test_a_temporary_childs_crash_is_never_counted_nor_restarted(
         ("stop", "t2", "crashed:unavailable"),
         ("stop", "a", "shutdown"),
     ]
+
+
+def _slow(name: str, journal: list[tuple[Any, ...]], **options: Any) -> ChildSpec:
+    return ChildSpec(id=name, actor=SlowStart, args=(name, journal, 0.0), **options)
+
+
+async def _crash(sup: Supervisor, child: str, after: float) -> None:
+    with pytest.raises(ActorError, match="told to crash"):
+        await sup.ref(child).call(("crash", Code.UNAVAILABLE, after))
+
+
+@pytest.mark.parametrize("strategy", ["one_for_one", "one_for_all"])
+async def test_a_crash_while_terminate_stops_the_child_is_not_counted_nor_restarted(
+    strategy: str, autojump_clock: MockClock
+) -> None:
+    """terminate_child waits for an in-flight call that then crashes: the crash is part of
+    the stop we asked for — on_stop, no restart, nothing in the intensity window (with
+    max_restarts=0 a counted crash would fail the supervisor)."""
+    journal: list[tuple[Any, ...]] = []
+    spec = tree_spec(_slow("a", journal), _slow("b", journal), strategy=strategy, max_restarts=0)
+    with trio.fail_after(60), pytest.raises(ActorError) as tree_error:
+        async with open_tree(spec) as tree:
+            sup: Supervisor = tree.root
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_crash, sup, "a", 1.0)
+                await trio.sleep(0.5)
+                await sup.terminate_child("a")
+                assert trio.current_time() == 1.0
+            await trio.sleep(5)
+            assert _states(sup) == [("a", "stopped"), ("b", "running")]
+            await sup.restart_child("a")
+            await _crash(sup, "a", 0.0)  # the first crash that counts: max_restarts=0
+            await trio.sleep_forever()
+    assert tree_error.value.code is Code.RESTART_INTENSITY_EXCEEDED
+    assert "1 failures within" in tree_error.value.message  # the first was not counted
+    assert journal[2] == ("stop", "a", "crashed:unavailable")
+    assert trio.current_time() == 6.0
+
+
+async def test_a_pending_restart_does_not_bring_back_a_child_terminated_meanwhile(
+    autojump_clock: MockClock,
+) -> None:
+    """a crashes while the supervisor is busy (a slow start_child holds the lock);
+    terminate_child, queued first, wins: the restart decided at the crash never runs."""
+    journal: list[tuple[Any, ...]] = []
+    spec = tree_spec(_slow("a", journal), _slow("b", journal), strategy="one_for_all")
+    with trio.fail_after(60):
+        async with open_tree(spec) as tree:
+            sup: Supervisor = tree.root
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_crash, sup, "a", 1.0)
+                nursery.start_soon(
+                    sup.start_child,
+                    ChildSpec(id="slow", actor=SlowStart, args=("slow", journal, 5.0)),
+                )
+                await trio.sleep(0.5)
+                await sup.terminate_child("a")
+            await trio.sleep(5)
+            assert _states(sup) == [("a", "stopped"), ("b", "running"), ("slow", "running")]
+            with pytest.raises(ActorError) as stopped:
+                await sup.ref("a").call(("crash", Code.UNAVAILABLE))
+            assert stopped.value.code is Code.ACTOR_STOPPED
+    assert [e[:2] for e in journal if e[1] == "a"] == [("start", "a")]
+
+
+async def test_two_crashes_in_one_instant_restart_a_one_for_all_group_once(
+    autojump_clock: MockClock,
+) -> None:
+    journal: list[tuple[Any, ...]] = []
+    spec = tree_spec(
+        _slow("a", journal), _slow("b", journal), _slow("c", journal), strategy="one_for_all"
+    )
+    with trio.fail_after(60):
+        async with open_tree(spec) as tree:
+            sup: Supervisor = tree.root
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_crash, sup, "a", 1.0)
+                nursery.start_soon(_crash, sup, "b", 1.0)
+            await trio.sleep(5)
+            assert [(c.id, c.restarts) for c in sup.which_children()] == [
+                ("a", 1),
+                ("b", 1),
+                ("c", 1),
+            ]
+    assert [e[:2] for e in journal if e[0] == "start"] == [
+        ("start", "a"),
+        ("start", "b"),
+        ("start", "c"),
+    ] * 2
