@@ -69,6 +69,9 @@ class RestartWindow:
 
 EMPTY_WINDOW = RestartWindow()
 
+TIME_TOLERANCE = 1e-9
+"""Seconds: ages within this of ``period`` count as exactly ``period`` (float rounding)."""
+
 _COMPACT_AFTER = 16  # expired stamps tolerated at the log's front before copying
 
 
@@ -78,12 +81,14 @@ def add_restart(
     """Count ``stamp`` (first), drop what is older than ``period`` as of ``stamp.at``,
     and say whether at most ``intensity`` restarts remain — the restart is allowed.
 
-    The comparison is exactly ``stamp.at - t > period`` for dropping, so a stamp at
-    ``t = stamp.at - period`` is kept.
+    A stamp is dropped when ``stamp.at - t > period + TIME_TOLERANCE``, so a stamp at
+    ``t = stamp.at - period`` is kept — also when float subtraction makes the age a hair
+    more than ``period`` (``0.4 - 0.1 > 0.3``).
     """
     now = stamp.at
     log, first, end = window._log, window._first, window._end
-    while first < end and now - log[first].at > period:
+    horizon = period + TIME_TOLERANCE
+    while first < end and now - log[first].at > horizon:
         first += 1
     if first == end or (first > _COMPACT_AFTER and 2 * first > end):
         log, first, end = log[first:end], 0, end - first  # a fresh log, without the expired

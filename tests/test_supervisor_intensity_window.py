@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from actors import ActorError, Code
 from supervisors.intensity import (
     EMPTY_WINDOW,
+    TIME_TOLERANCE,
     RestartStamp,
     RestartWindow,
     add_restart,
@@ -63,6 +64,25 @@ def test_a_stamp_exactly_period_old_counts_one_just_older_does_not() -> None:
         RestartWindow.of(_stamp(1.0), _stamp(2.0)), _stamp(6.25), intensity=2, period=5.0
     )
     assert (allowed, _times(window)) == (True, [2.0, 6.25])
+
+
+@pytest.mark.parametrize(("first", "now", "period"), [(0.1, 0.4, 0.3), (0.7, 1.0, 0.3)])
+def test_a_decimal_period_exactly_old_counts_despite_float_rounding(
+    first: float, now: float, period: float
+) -> None:
+    assert now - first > period  # the float age is a hair over the period
+    window, allowed = add_restart(
+        RestartWindow.of(_stamp(first)), _stamp(now), intensity=1, period=period
+    )
+    assert (allowed, _times(window)) == (False, [first, now])
+    window, allowed = add_restart(
+        RestartWindow.of(_stamp(first)), _stamp(now + 1e-6), intensity=1, period=period
+    )
+    assert (allowed, _times(window)) == (True, [now + 1e-6])
+
+
+def test_the_time_tolerance_is_a_nanosecond() -> None:
+    assert TIME_TOLERANCE == 1e-9
 
 
 @pytest.mark.parametrize(
