@@ -187,7 +187,15 @@ class Child:
     # --- transitions ----------------------------------------------------------------------
 
     def move(self, to: Status) -> None:
-        assert to in TRANSITIONS[self.status], f"{self.id}: {self.status} -> {to}"
+        """Change the status along :data:`TRANSITIONS`. Any other move is a bug of the
+        supervisor's: a typed ``internal`` error naming the move (never a bare
+        ``AssertionError``, and checked under ``python -O`` too)."""
+        if to not in TRANSITIONS[self.status]:
+            raise ActorError.from_code(
+                Code.INTERNAL,
+                f"child {self.id!r} cannot move from {self.status.value} to {to.value}",
+                node_id=self.id,
+            )
         self.status = to
 
     def begin_start(self) -> None:

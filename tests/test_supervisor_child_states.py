@@ -99,8 +99,12 @@ def test_the_transitions_table() -> None:
 
 def test_a_transition_outside_the_table_is_refused() -> None:
     child = _child(Status.STOPPED)
-    with pytest.raises(AssertionError, match=r"^c: Status\.STOPPED -> Status\.RUNNING$"):
+    with pytest.raises(
+        ActorError, match=r"^\[internal\] child 'c' cannot move from stopped to running$"
+    ) as info:
         child.move(Status.RUNNING)
+    assert (info.value.code, info.value.node_id) == (Code.INTERNAL, "c")
+    assert child.status is Status.STOPPED
 
 
 def _table(*specs: tuple[str, str]) -> Children:
