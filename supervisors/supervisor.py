@@ -225,7 +225,8 @@ class Supervisor:
         if self.cancel_reason() is not None:
             return  # a cancel is under way: no policy runs, nothing restarts
         if child.status is not Status.EXITED or child not in self.children:
-            child.pending = None if child.status is Status.STOPPED else child.pending
+            if child.status is Status.STOPPED:
+                child.pending = None  # terminated: its decision dies with it
             return
         outcome = ON_EXIT[child.spec.restart, exit_.kind]
         if ended_by is EndedBy.TERMINATION:  # it stopped itself for good: never restarted

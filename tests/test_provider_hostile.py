@@ -34,21 +34,12 @@ from actors.providers import (
     StreamEvent,
 )
 from actors.providers.http import TRAILING_BYTES, TRAILING_GRACE
+from tests.provider_helpers import sse
 
 KEY = "sk-hostile-KEY-0123456789abcdef"
 REQUEST = LlmRequest(model="m-1", messages=[Message(role="user", content="hello")])
 STREAM_REQUEST = attrs.evolve(REQUEST, stream=True)
 SSE_HEADERS = {"content-type": "text/event-stream"}
-
-
-def sse(*events: tuple[str | None, Any]) -> bytes:
-    lines = []
-    for name, data in events:
-        if name is not None:
-            lines.append(f"event: {name}")
-        lines.append(f"data: {data if isinstance(data, str) else json.dumps(data)}")
-        lines.append("")
-    return ("\n".join(lines) + "\n").encode()
 
 
 OPENAI_HEAD = (

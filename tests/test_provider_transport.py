@@ -33,6 +33,7 @@ from actors.providers import (
     ProviderConfig,
 )
 from actors.testing.chaos import chaos_server
+from tests.provider_helpers import sse
 
 KEY = "sk-transport-KEY-0123456789abcdef"
 REQUEST = LlmRequest(model="m-1", messages=[Message(role="user", content="hello")])
@@ -223,16 +224,6 @@ async def test_connect_error(dialected: Dialected, autojump_clock: MockClock) ->
 
 
 # --- streams over the mock transport ---------------------------------------------------
-
-
-def sse(*events: tuple[str | None, Any]) -> bytes:
-    lines = []
-    for name, data in events:
-        if name is not None:
-            lines.append(f"event: {name}")
-        lines.append(f"data: {data if isinstance(data, str) else json.dumps(data)}")
-        lines.append("")
-    return ("\n".join(lines) + "\n").encode()
 
 
 OPENAI_STREAM_HEAD = (

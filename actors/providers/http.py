@@ -171,11 +171,9 @@ class HttpProvider(Actor):
             if exc.constant is not None:
                 # NaN / Infinity: Python's json reads them, so classify would take the
                 # body for a well-formed answer; say it here.
-                raise ActorError.from_code(
-                    Code.MALFORMED_RESPONSE,
+                raise self._malformed(
                     f"HTTP {response.status_code} body is not JSON ({exc.reason})",
-                    provider=self.config.name,
-                    model=request.model,
+                    request,
                     http_status=response.status_code,
                 ) from None
             raise self._classify(_with_body(response, raw), request) from None
@@ -245,10 +243,8 @@ class HttpProvider(Actor):
                     for event in events:
                         assembled += _answer_bytes(event)
                         if assembled > cap:
-                            raise ActorError.from_code(
-                                Code.MALFORMED_RESPONSE,
-                                f"streamed answer larger than {cap} bytes",
-                                provider=provider,
+                            raise self._malformed(
+                                f"streamed answer larger than {cap} bytes", request
                             )
                         await sink.send(event)
                     if state.done:
@@ -282,15 +278,21 @@ class HttpProvider(Actor):
         async for chunk in response.aiter_bytes():
             size += len(chunk)
             if size > cap:
-                raise ActorError.from_code(
-                    Code.MALFORMED_RESPONSE,
-                    f"response larger than {cap} bytes",
-                    provider=self.config.name,
-                    model=request.model,
-                    http_status=response.status_code,
+                raise self._malformed(
+                    f"response larger than {cap} bytes", request, http_status=response.status_code
                 )
             chunks.append(chunk)
         return b"".join(chunks)
+
+    def _malformed(self, detail: str, request: LlmRequest, **fields: Any) -> ActorError:
+        """``malformed_response`` of this provider for ``request``'s model."""
+        return ActorError.from_code(
+            Code.MALFORMED_RESPONSE,
+            detail,
+            provider=self.config.name,
+            model=request.model,
+            **fields,
+        )
 
     def _classify(
         self, obj: object, request: LlmRequest, state: StreamState | None = None
