@@ -17,6 +17,8 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+import trio
+import trio.lowlevel
 from trio.testing import MockClock
 
 from actors import ActorError, Code, Usage, open_runtime
@@ -436,3 +438,83 @@ def test_the_loopback_suite_still_uses_the_chaos_server() -> None:
     assert "chaos_server" in names
     assert "transport" not in keywords
     assert "MockTransport" not in source
+
+
+# --- exit paths of a call in flight over an injected transport ---------------------------
+
+
+class _Hanging(httpx.AsyncBaseTransport):
+    """Answers nothing until cancelled; records that its request was cancelled."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.cancelled = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.started += 1
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.cancelled += 1
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+CONFIG = ProviderConfig(name="p", base_url="https://llm.invalid", api_key=KEY)
+
+
+@pytest.mark.parametrize("dialected", DIALECTS)
+async def test_a_callers_own_cancel_cancels_its_request_and_the_adapter_serves_on(
+    dialected: Dialected, autojump_clock: MockClock
+) -> None:
+    hanging = _Hanging()
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: dialected.provider(CONFIG, transport=hanging))
+        client = ProviderClient(ref, "p")
+        with trio.move_on_after(5) as scope:
+            await client.complete(REQUEST)
+        assert scope.cancelled_caught
+        await trio.lowlevel.checkpoint()  # the adapter sees the caller leave
+        assert (hanging.started, hanging.cancelled) == (1, 1)
+        with trio.move_on_after(5):  # the next call reaches the transport: still serving
+            await client.complete(REQUEST)
+        assert hanging.started == 2
+
+
+@pytest.mark.parametrize("dialected", DIALECTS)
+async def test_an_enclosing_cancel_answers_cancelled_and_cancels_the_request(
+    dialected: Dialected, autojump_clock: MockClock
+) -> None:
+    """A scope around the runtime is cancelled while a caller outside it waits: the caller
+    is answered ``cancelled`` with the scope's reason; the request is cancelled."""
+    hanging = _Hanging()
+    answers: list[tuple[Code, str]] = []
+
+    async def caller(client: ProviderClient) -> None:
+        try:
+            await client.complete(REQUEST)
+        except ActorError as err:
+            answers.append((err.code, err.message))
+
+    async with trio.open_nursery() as callers:
+        with trio.CancelScope() as around:
+            async with open_runtime() as runtime:
+                ref = await runtime.spawn(lambda: dialected.provider(CONFIG, transport=hanging))
+                callers.start_soon(caller, ProviderClient(ref, "p"))
+                await trio.sleep(1)
+                around.cancel(reason="daemon shutting down")
+    assert (hanging.started, hanging.cancelled) == (1, 1)
+    assert [code for code, _ in answers] == [Code.CANCELLED]
+    assert "daemon shutting down" in answers[0][1]
+    assert trio.current_time() == 1.0
+
+
+@pytest.mark.parametrize("transport", ["not a transport", 42])
+async def test_a_transport_of_the_wrong_type_is_a_start_failure(
+    transport: Any, autojump_clock: MockClock
+) -> None:
+    async with open_runtime() as runtime:
+        with pytest.raises(ActorError) as info:
+            await runtime.spawn(lambda: OpenAIProvider(CONFIG, transport=transport))
+    assert (info.value.code, info.value.provider) == (Code.VALIDATION, "p")
+    assert info.value.message.startswith("transport must be an httpx.AsyncBaseTransport, not ")

@@ -85,6 +85,12 @@ class HttpProvider(Actor):
         *,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
+            raise ActorError.from_code(
+                Code.VALIDATION,
+                f"transport must be an httpx.AsyncBaseTransport, not {type(transport).__name__}",
+                provider=config.name,
+            )
         self.config = config
         self.dialect = dialect
         self.transport = transport
