@@ -106,10 +106,13 @@ def add_event_hook(hook: EventHook) -> Callable[[], None]:
 
     Returns a function that removes this registration; calling it again does nothing.
     A hook added twice is called twice per event until both are removed. A hook runs in
-    the emitting task, before the event is logged; an ``Exception`` it raises is logged
-    as ``event_hook.failed`` (with its traceback) and never reaches the emitter.
+    the emitting task, after the event is logged, with the record's redacted copy; an
+    ``Exception`` it raises is logged as ``event_hook.failed`` (with its traceback) and
+    never reaches the emitter. ``TypeError`` if ``hook`` is not callable.
     """
     global _hooks
+    if not callable(hook):
+        raise TypeError(f"an event hook is called with each record, not {type(hook).__name__}")
     _hooks = (*_hooks, hook)
     _update_enabled()
     removed = False

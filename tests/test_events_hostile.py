@@ -159,3 +159,12 @@ def test_a_users_logger_may_use_event_names_while_hooks_are_installed() -> None:
 def test_cell_of_refuses_what_is_not_a_ref(thing: Any) -> None:
     with pytest.raises(TypeError, match=r"^cell_of\(\) takes an ActorRef, not "):
         cell_of(thing)
+
+
+@pytest.mark.parametrize("hook", [None, 42, "hook"])
+def test_a_hook_that_is_not_callable_is_refused_at_once(hook: Any) -> None:
+    with pytest.raises(TypeError, match=r"^an event hook is called with each record, not "):
+        add_event_hook(hook)
+    with capture_events() as events:
+        emit(_crash())
+    assert [type(e) for e in events] == [ActorCrashed]  # nothing half-installed
