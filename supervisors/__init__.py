@@ -14,6 +14,17 @@ from supervisors.policy import (
 from supervisors.policy import (
     decide as decide,  # deprecated alias of directive_for, importable, not in __all__
 )
+from supervisors.pool import (
+    Abort,
+    AllProvidersFailed,
+    Attempt,
+    Ledger,
+    PoolStream,
+    ProviderPool,
+    RetryLater,
+    Target,
+    UseTarget,
+)
 from supervisors.ratelimit import Permit, RateLimit, RateLimiter
 from supervisors.resilient import Resilience
 from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
@@ -26,6 +37,9 @@ __all__ = [
     "DEFAULT_BY_CLASS",
     "DEFAULT_BY_CODE",
     "DEFAULT_RETRY",
+    "Abort",
+    "AllProvidersFailed",
+    "Attempt",
     "Backoff",
     "Breaker",
     "BreakerConfig",
@@ -37,19 +51,25 @@ __all__ = [
     "ChildState",
     "Dimension",
     "Directive",
+    "Ledger",
     "MemoryState",
     "Permit",
     "Policy",
+    "PoolStream",
     "Price",
+    "ProviderPool",
     "RateLimit",
     "RateLimiter",
     "Resilience",
+    "RetryLater",
     "RetryPolicy",
     "RetryRules",
     "StateBackend",
     "Supervisor",
     "SupervisorSpec",
+    "Target",
     "Tree",
+    "UseTarget",
     "default_directive",
     "directive_for",
     "load_spec",

@@ -70,6 +70,21 @@ class Price:
         ) / 1_000_000
 
 
+def cost_of(
+    prices: Mapping[tuple[str, str], Price], usage: Usage, provider: str | None, model: str | None
+) -> float | None:
+    """The cost of ``usage``: as the provider reported it (``usage.cost``), else from
+    ``prices`` by ``(provider, model)`` then ``(provider, "*")``; ``None`` when neither
+    knows it."""
+    if usage.cost is not None:
+        return usage.cost
+    for key in ((provider or "", model or ""), (provider or "", "*")):
+        price = prices.get(key)
+        if price is not None:
+            return price.cost(usage)
+    return None
+
+
 @attrs.frozen(kw_only=True)
 class BudgetLimits:
     """Caps for one run (``None``: no cap) and what to do at them."""
@@ -138,13 +153,8 @@ class Budget:
 
     def price(self, usage: Usage, provider: str | None, model: str | None) -> float:
         """The cost of ``usage``: as reported, else from the price table, else 0."""
-        if usage.cost is not None:
-            return usage.cost
-        for key in ((provider or "", model or ""), (provider or "", "*")):
-            price = self.prices.get(key)
-            if price is not None:
-                return price.cost(usage)
-        return 0.0
+        cost = cost_of(self.prices, usage, provider, model)
+        return 0.0 if cost is None else cost
 
     async def charge(
         self, usage: Usage, *, provider: str | None = None, model: str | None = None

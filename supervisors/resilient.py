@@ -160,7 +160,7 @@ class Resilience:
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
             if permit is not None:
-                await self._return_permit(permit, exc, sent)
+                await return_permit(limiter, permit, exc, sent)  # type: ignore[arg-type]
             raise
         if admission is not None and not admission.clean:
             await breaker.record(admission, None)  # type: ignore[union-attr]
@@ -180,18 +180,19 @@ class Resilience:
                 raise refusal
         return reply
 
-    async def _return_permit(self, permit: Permit, exc: BaseException, sent: bool) -> None:
-        """Settle the rate-limit reservation of an attempt that failed, on every path:
-        never sent (refused by the breaker, cancelled before the call, not delivered to
-        the actor) — all of it goes back; sent and failed with the usage it reports —
-        settled with that usage; sent otherwise (a cancel, no usage) — kept, as the
-        request may have reached the provider."""
-        limiter = self.limiter
-        assert limiter is not None  # a permit comes from the limiter
-        if not sent or (isinstance(exc, ActorError) and exc.delivered is False):
-            await limiter.release(permit)
-        elif isinstance(exc, ActorError) and exc.usage is not None:
-            actual = exc.usage.total_tokens
-            if not limiter.settle_fast(permit, actual):
-                with trio.CancelScope(shield=True):
-                    await limiter.settle(permit, actual)
+
+async def return_permit(
+    limiter: RateLimiter, permit: Permit, exc: BaseException, sent: bool
+) -> None:
+    """Settle the rate-limit reservation of an attempt that failed, on every path:
+    never sent (refused by the breaker, cancelled before the call, not delivered to
+    the actor) — all of it goes back; sent and failed with the usage it reports —
+    settled with that usage; sent otherwise (a cancel, no usage) — kept, as the
+    request may have reached the provider."""
+    if not sent or (isinstance(exc, ActorError) and exc.delivered is False):
+        await limiter.release(permit)
+    elif isinstance(exc, ActorError) and exc.usage is not None:
+        actual = exc.usage.total_tokens
+        if not limiter.settle_fast(permit, actual):
+            with trio.CancelScope(shield=True):
+                await limiter.settle(permit, actual)

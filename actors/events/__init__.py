@@ -19,7 +19,8 @@ Families (docs/events.md lists every record with its fields):
 * supervisors — :class:`SupervisorDecision`, :class:`SupervisorEscalated`,
   :class:`ChildStarted`, :class:`ChildStopped`;
 * resilience — :class:`RetryScheduled`, :class:`BreakerTransition`,
-  :class:`BudgetWarning`, :class:`BudgetPaused`;
+  :class:`BudgetWarning`, :class:`BudgetPaused`, :class:`PoolAttempt`,
+  :class:`PoolEscalated`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
 """
@@ -53,6 +54,8 @@ from actors.events.resilience import (
     BreakerTransition,
     BudgetPaused,
     BudgetWarning,
+    PoolAttempt,
+    PoolEscalated,
     RetryScheduled,
 )
 from actors.events.supervision import (
@@ -82,6 +85,8 @@ RECORDS: tuple[type[Event], ...] = (
     BreakerTransition,
     BudgetWarning,
     BudgetPaused,
+    PoolAttempt,
+    PoolEscalated,
     TaskFailed,
     DeadLetterReported,
     DeadLettersThrottled,
@@ -112,6 +117,8 @@ __all__ = [
     "Event",
     "EventHook",
     "HookFailed",
+    "PoolAttempt",
+    "PoolEscalated",
     "RedactedCause",
     "RetryScheduled",
     "SupervisorDecision",

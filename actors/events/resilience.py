@@ -92,3 +92,56 @@ class BudgetPaused(Event):
     dimension: str = attrs.field(converter=str)
     used: float
     limit: float
+
+
+@attrs.frozen(kw_only=True)
+class PoolAttempt(Event):
+    """A provider pool's attempt ended — one record per attempt, with its ledger entry's
+    facts (:mod:`supervisors.pool.ledger`)."""
+
+    name: ClassVar[str] = "pool.attempt"
+    level: ClassVar[int] = logging.INFO
+
+    request_id: str
+    #: The attempt's number within its request, from 1.
+    number: int
+    provider: str
+    model: str
+    #: ``"ok"``, ``"failed"``, ``"partial"`` or ``"cancelled"``.
+    outcome: str
+    #: The failure's code; ``None`` when answered.
+    code: str | None
+    #: Seconds from sending to the end of the attempt.
+    latency: float
+    #: Tokens, when known (reported, or estimated for a cut stream).
+    input_tokens: int | None
+    output_tokens: int | None
+    #: Dollars, when known.
+    cost: float | None
+    #: The usage was estimated (a stream cut before the provider reported it).
+    usage_estimated: bool
+    #: Started by hedging, in parallel with a slower attempt.
+    hedge: bool
+
+
+@attrs.frozen(kw_only=True)
+class PoolEscalated(Event):
+    """Every target of a pool failed and its ``on_exhausted`` hook decided what next
+    (an audited decision: what, and who made it)."""
+
+    name: ClassVar[str] = "pool.escalated"
+    level: ClassVar[int] = logging.WARNING
+
+    request_id: str
+    #: ``"retry"``, ``"use_target"``, ``"abort"`` or ``"none"`` (the hook returned nothing).
+    decision: str
+    #: Who decided (the decision's ``by``).
+    by: str | None
+    #: ``retry``: seconds to wait; ``use_target``: the provider and model; ``abort``: why.
+    seconds: float | None
+    provider: str | None
+    model: str | None
+    reason: str | None
+    #: The last failure's code (the exhausted error's ``category``), and attempts made.
+    category: str | None
+    attempts: int

@@ -1,0 +1,288 @@
+"""One attempt of a pool on one target: admission, the call, the verdict, the ledger.
+
+:meth:`Attempter.attempt` returns the answer, a :class:`Refused` (nothing was sent: the
+limiter would make the request wait, or the breaker refuses — the chain moves on without
+using a retry), or the classified :class:`~actors.ActorError` of a sent attempt that
+failed. It raises only what ends the request whatever the chain holds: a spent budget
+(``budget_exceeded`` before or after the attempt) and cancellation.
+
+Admission never waits: a limiter that has no room *now* refuses with the wait as
+``retry_after`` (the pool rotates, and sleeps only when every target waits). The call
+runs with ``propagate_cancel``, so a caller that goes away cancels the provider's HTTP
+request. An attempt still running at the request's deadline is cancelled and fails with
+``timeout`` (not retryable).
+
+What each ending does:
+
+* answered — breaker: success; reservation: settled with the usage; budget: charged;
+  ledger: ``ok``;
+* failed — breaker: the code's verdict; reservation: settled with the error's usage, else
+  kept; budget: charged with the error's usage; ledger: ``failed`` (``partial`` for a
+  stream whose events reached the consumer);
+* cut by the deadline — breaker: no verdict; reservation: kept (the request may have
+  reached the provider); budget: not charged; ledger: ``failed`` with ``timeout``;
+* cancelled — breaker: no verdict, probe lease freed; reservation: kept, or given back
+  if never delivered; budget: not charged; ledger: ``cancelled``;
+* refused — reservation given back; no ledger entry (nothing was sent).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Final
+
+import attrs
+import trio
+
+from actors import ActorError, Code, Usage, classify
+from actors.providers import LlmRequest, LlmResponse
+from supervisors.breaker import Admission, Breaker
+from supervisors.budget import Budget
+from supervisors.pool.chain import Chain, Slot
+from supervisors.pool.ledger import Attempt, Ledger, Outcome
+from supervisors.ratelimit import Permit, RateLimiter
+from supervisors.resilient import return_permit
+
+_CUT: Final = object()  # the call was cut by the request's deadline
+
+
+class Refused:
+    """An attempt refused before anything was sent (breaker, limiter): ``error`` is the
+    refusal (``circuit_open``, ``rate_limited``) with its ``retry_after``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ActorError) -> None:
+        self.error = error
+
+
+class Cut:
+    """An attempt cut by the request's deadline: ``error`` is its ``timeout``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ActorError) -> None:
+        self.error = error
+
+
+class Tap:
+    """How many events of a streamed attempt reached the consumer."""
+
+    __slots__ = ("events", "text", "usage")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.text = ""
+        self.usage: Usage | None = None  # a partial attempt's usage, as in its ledger entry
+
+
+_request_ids = itertools.count(1)
+
+
+class Run:
+    """One request's state in a pool: its chain, deadline, budget and attempts."""
+
+    __slots__ = (
+        "_by_model",
+        "attempts",
+        "budget",
+        "chain",
+        "deadline_at",
+        "numbers",
+        "request",
+        "request_id",
+        "tokens",
+    )
+
+    def __init__(
+        self, request: LlmRequest, chain: Chain, budget: Budget | None, deadline: float | None
+    ) -> None:
+        self.request = request
+        self.request_id = request.metadata.get("request_id") or f"pool-{next(_request_ids)}"
+        self.chain = chain
+        self.budget = budget
+        self.deadline_at = math.inf if deadline is None else trio.current_time() + deadline
+        self.tokens = request.estimated_prompt_tokens() + request.max_tokens
+        self.attempts: list[Attempt] = []
+        self.numbers = itertools.count(1)
+        self._by_model: dict[str, LlmRequest] = {request.model: request}
+
+    def request_for(self, model: str) -> LlmRequest:
+        """The request with ``model`` in it (made once per model)."""
+        request = self._by_model.get(model)
+        if request is None:
+            request = self._by_model[model] = attrs.evolve(self.request, model=model)
+        return request
+
+
+class Attempter:
+    """Makes attempts for one pool (see the module docstring)."""
+
+    def __init__(
+        self,
+        breaker: Breaker | None,
+        limiter: RateLimiter | None,
+        ledger: Ledger,
+        timeout: float | None,
+    ) -> None:
+        self.breaker = breaker
+        self.limiter = limiter
+        self.ledger = ledger
+        self.timeout = timeout
+
+    async def attempt(
+        self, run: Run, slot: Slot, message: Any, *, tap: Tap | None = None, hedge: bool = False
+    ) -> LlmResponse | Refused | Cut | ActorError:
+        target = slot.target
+        provider, model = target.provider, target.model
+        budget = run.budget
+        if budget is not None:
+            refusal = await budget.check_or_refuse()
+            if refusal is not None:
+                raise refusal
+        limiter = self.limiter
+        permit: Permit | None = None
+        if limiter is not None:
+            permit = limiter.acquire_fast(provider, tokens=run.tokens)
+            if permit is None:
+                acquired = await limiter.acquire_or_refuse(
+                    provider, tokens=run.tokens, deadline=trio.current_time()
+                )
+                if isinstance(acquired, ActorError):
+                    return Refused(acquired)
+                permit = acquired
+        breaker = self.breaker
+        admission: Admission | None = None
+        if breaker is not None:
+            admission = breaker.admit_fast(provider, model)
+            if admission is None:
+                decision = await breaker.admit_or_refuse(provider, model)
+                if isinstance(decision, ActorError):
+                    if permit is not None:
+                        await limiter.release(permit)  # type: ignore[union-attr]
+                    return Refused(decision)
+                admission = decision
+        number = next(run.numbers)
+        started = trio.current_time()
+        try:
+            if run.deadline_at == math.inf:
+                reply = await target.ref.call(message, timeout=self.timeout, propagate_cancel=True)
+            else:
+                reply = _CUT
+                with trio.move_on_at(run.deadline_at):
+                    reply = await target.ref.call(
+                        message, timeout=self.timeout, propagate_cancel=True
+                    )
+        except BaseException as exc:
+            if admission is not None:
+                await breaker.record(admission, exc)  # type: ignore[union-attr]
+            if permit is not None:
+                await return_permit(limiter, permit, exc, True)  # type: ignore[arg-type]
+            if not isinstance(exc, Exception):
+                self._enter(run, slot, number, started, "cancelled", None, None, hedge=hedge)
+                raise
+            error = classify(exc, provider=provider, model=model)
+            return await self._failed(run, slot, number, started, error, tap, hedge)
+        if reply is _CUT:
+            cut = ActorError.from_code(
+                Code.TIMEOUT,
+                "the pool's deadline passed during the attempt",
+                retryable=False,
+                provider=provider,
+                model=model,
+            )
+            if admission is not None:  # the deadline is the caller's, not a verdict
+                await breaker.record(admission, _cancelled(provider, model))  # type: ignore[union-attr]
+            self._enter(run, slot, number, started, "failed", cut.code, None, hedge=hedge)
+            return Cut(cut)
+        if admission is not None and not admission.clean:
+            await breaker.record(admission, None)  # type: ignore[union-attr]
+        usage = reply.usage
+        if permit is not None:
+            actual = usage.total_tokens
+            if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
+                await limiter.settle(permit, actual)  # type: ignore[union-attr]
+        entry = self._enter(run, slot, number, started, "ok", None, usage, hedge=hedge)
+        await self._charge(run, entry)
+        return reply  # type: ignore[no-any-return]
+
+    async def _failed(
+        self,
+        run: Run,
+        slot: Slot,
+        number: int,
+        started: float,
+        error: ActorError,
+        tap: Tap | None,
+        hedge: bool,
+    ) -> ActorError:
+        outcome: Outcome = "failed"
+        usage, estimated = error.usage, False
+        if tap is not None and tap.events:
+            outcome = "partial"
+            if usage is None:
+                partial = error.partial_text if error.partial_text is not None else tap.text
+                usage = Usage(
+                    input_tokens=run.request.estimated_prompt_tokens(),
+                    output_tokens=len(partial) // 4 + 1 if partial else 0,
+                )
+                estimated = True
+            tap.usage = usage
+        entry = self._enter(
+            run, slot, number, started, outcome, error.code, usage, estimated, hedge=hedge
+        )
+        await self._charge(run, entry)
+        return error
+
+    def _enter(
+        self,
+        run: Run,
+        slot: Slot,
+        number: int,
+        started: float,
+        outcome: Outcome,
+        code: Code | None,
+        usage: Usage | None,
+        estimated: bool = False,
+        *,
+        hedge: bool,
+    ) -> Attempt:
+        target = slot.target
+        entry = Attempt(
+            request_id=run.request_id,
+            number=number,
+            provider=target.provider,
+            model=target.model,
+            outcome=outcome,
+            code=code,
+            started_at=started,
+            latency=trio.current_time() - started,
+            usage=usage,
+            cost=self.ledger.cost(usage, target.provider, target.model),
+            usage_estimated=estimated,
+            hedge=hedge,
+        )
+        run.attempts.append(entry)
+        return self.ledger.record(entry)
+
+    @staticmethod
+    async def _charge(run: Run, entry: Attempt) -> None:
+        """Charge the run's budget with the attempt's usage, priced as in the ledger;
+        a cap passed raises (it ends the request)."""
+        budget, usage = run.budget, entry.usage
+        if budget is None or usage is None:
+            return
+        if usage.cost is None and entry.cost is not None:
+            usage = Usage(
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=entry.cost
+            )
+        refusal = await budget.charge_or_refuse(usage, provider=entry.provider, model=entry.model)
+        if refusal is not None:
+            raise refusal
+
+
+def _cancelled(provider: str, model: str) -> ActorError:
+    return ActorError.from_code(
+        Code.CANCELLED, "cut by the deadline", provider=provider, model=model
+    )

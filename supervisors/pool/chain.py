@@ -1,0 +1,190 @@
+"""One request's walk along a pool's targets: who is tried next, who waits, who is out.
+
+A :class:`Chain` is made per request. Each target has a :class:`Slot`: how many retries
+it used, when it may be retried (``ready_at``: its own retry delay), until when its
+breaker or limiter refuses it (``blocked_until``), and whether it is out for this request.
+
+* :meth:`Chain.pick` rotates: the first admissible slot at or after the cursor, wrapping
+  around — after a failure the cursor moves past the failed slot, so retries of one
+  target interleave with the others. A slot named by a move (the next model, a larger
+  window, a content-filter opt-in) is taken first when it is admissible.
+* :meth:`Chain.failed` applies :func:`~supervisors.pool.routing.move_for` to a failure;
+  a ``stop`` (or a move with nowhere to go) raises the error itself.
+* :meth:`Chain.refused` records a breaker or limiter refusal: no retry is used, the slot
+  is blocked for the ``retry_after`` it was given (at least :data:`MIN_WAIT`); an
+  infinite one (a permanently open breaker) puts it out.
+* :meth:`Chain.wake_at` is when the earliest slot that is not out becomes admissible —
+  the only time a pool sleeps is until then, and never past its deadline.
+
+A slot is *out* for one of three reasons (:data:`USED_UP`, :data:`SKIPPED`, :data:`GONE`);
+an escalation's retry (:meth:`Chain.reopen`) brings back the first two, never the third
+(a model that does not exist, a permanently open breaker, a request the target refused
+on its content or size).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Container, Sequence
+from typing import Final
+
+from actors import ActorError
+from actors.events import RetryScheduled
+from actors.lowlevel import emit
+from supervisors.pool.routing import Move, move_for
+from supervisors.pool.target import Target
+from supervisors.retry import RetryPolicy, next_delay
+
+#: The shortest block a refusal imposes (seconds): a refusal never lets the same slot be
+#: asked again in the same instant.
+MIN_WAIT: Final = 1e-3
+
+#: Out: its retries are used up.
+USED_UP: Final = "used_up"
+#: Out: it could not serve this request (``skip``: a capability, its actor unavailable).
+SKIPPED: Final = "skipped"
+#: Out for good within this request.
+GONE: Final = "gone"
+
+PolicyFor = Callable[[ActorError], RetryPolicy | None]
+
+
+class Slot:
+    """One target's state within one request."""
+
+    __slots__ = ("blocked_until", "index", "out", "ready_at", "retries", "target")
+
+    def __init__(self, target: Target, index: int) -> None:
+        self.target = target
+        self.index = index
+        self.retries = 0
+        self.ready_at = -math.inf
+        self.blocked_until = -math.inf
+        self.out: str | None = None  # why it is out of the chain, or None
+
+    def available_at(self) -> float:
+        return max(self.ready_at, self.blocked_until)
+
+
+class Chain:
+    """The targets of one request (see the module docstring)."""
+
+    __slots__ = ("cursor", "last_error", "policy_for", "preferred", "slots")
+
+    def __init__(self, targets: Sequence[Target], policy_for: PolicyFor) -> None:
+        self.slots = [Slot(target, index) for index, target in enumerate(targets)]
+        self.policy_for = policy_for
+        self.cursor = 0
+        self.preferred: Slot | None = None
+        self.last_error: ActorError | None = None
+
+    def add(self, target: Target) -> Slot:
+        """A target added by an escalation decision: tried next."""
+        slot = Slot(target, len(self.slots))
+        self.slots.append(slot)
+        self.preferred = slot
+        return slot
+
+    def pick(self, now: float, busy: Container[Slot] = ()) -> Slot | None:
+        """The next admissible slot (see the module docstring), or ``None``."""
+        preferred = self.preferred
+        if preferred is not None:
+            if preferred.out:
+                self.preferred = None
+            elif preferred.available_at() <= now and preferred not in busy:
+                self.preferred = None
+                self.cursor = preferred.index + 1
+                return preferred
+        slots = self.slots
+        count = len(slots)
+        for step in range(count):
+            slot = slots[(self.cursor + step) % count]
+            if not slot.out and slot.available_at() <= now and slot not in busy:
+                self.cursor = slot.index + 1
+                return slot
+        return None
+
+    def refused(self, slot: Slot, error: ActorError, now: float) -> None:
+        """A breaker or limiter refused ``slot``: blocked for its ``retry_after``."""
+        self.last_error = error
+        wait = error.retry_after
+        if wait is None or math.isinf(wait):
+            slot.out = GONE
+            return
+        slot.blocked_until = now + max(wait, MIN_WAIT)
+
+    def failed(self, slot: Slot, error: ActorError, now: float) -> None:
+        """Apply the move of ``error`` (a sent attempt failed); raises it on a stop."""
+        self.last_error = error
+        move = move_for(error)
+        if move is Move.RETRY:
+            self._retry(slot, error, now)
+            return
+        if move is Move.STOP:
+            raise error
+        if move is Move.SKIP:
+            slot.out = SKIPPED
+            return
+        slot.out = GONE
+        target = slot.target
+        if move is Move.NEXT_MODEL:
+            for other in self.slots:  # the model is gone wherever it appears
+                if other.target.key == target.key:
+                    other.out = GONE
+            nxt = self._first(lambda s: s.target.provider == target.provider)
+        elif move is Move.LARGER_WINDOW:
+            window = target.context_window or 0
+            nxt = self._first(lambda s: (s.target.context_window or 0) > window)
+        else:  # Move.OPT_IN
+            nxt = self._first(lambda s: s.target.content_filter_fallback)
+        if nxt is None:
+            raise error
+        self.preferred = nxt
+
+    def _retry(self, slot: Slot, error: ActorError, now: float) -> None:
+        if error.retry_after is not None:
+            slot.ready_at = now + error.retry_after  # known even when no retry is left
+        policy = self.policy_for(error)
+        step = None if policy is None else next_delay(policy, error, slot.retries)
+        if step is None:
+            slot.out = USED_UP
+            return
+        delay, source = step
+        slot.retries += 1
+        slot.ready_at = now + delay
+        emit(RetryScheduled(attempt=slot.retries, error=error, delay=delay, source=source))
+
+    def _first(self, fits: Callable[[Slot], bool]) -> Slot | None:
+        """The first slot still in the chain that ``fits``, from the cursor on."""
+        slots = self.slots
+        count = len(slots)
+        for step in range(count):
+            slot = slots[(self.cursor + step) % count]
+            if not slot.out and fits(slot):
+                return slot
+        return None
+
+    def wake_at(self) -> float | None:
+        """When the earliest slot that is not out becomes admissible (``None``: all out)."""
+        times = [slot.available_at() for slot in self.slots if not slot.out]
+        return min(times) if times else None
+
+    def retry_after(self, now: float) -> float | None:
+        """Seconds until the earliest target is expected to take a request again, from
+        the retry delays, ``retry_after`` answers and refusals seen (``None``: none
+        known). Targets out for good (a permanent breaker) do not count."""
+        waits = [
+            at - now
+            for slot in self.slots
+            if (at := slot.available_at()) > now and not math.isinf(at)
+        ]
+        return min(waits) if waits else None
+
+    def reopen(self) -> None:
+        """After an escalation's ``retry``: every slot out because its retries were used
+        up or it was skipped comes back with a fresh start; slots out for good stay out."""
+        for slot in self.slots:
+            if slot.out is not GONE:
+                slot.out = None
+                slot.retries = 0
+                slot.ready_at = slot.blocked_until = -math.inf

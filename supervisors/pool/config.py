@@ -1,0 +1,42 @@
+"""Checks on what a user builds a pool from: each failure is ``config_invalid`` naming
+the field, raised when the pool (or a target) is built — never on the first request."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from actors import ActorError, Code
+
+
+def invalid(field: str, expected: str, value: Any) -> ActorError:
+    """``config_invalid`` naming ``field`` and what it must be (the value's type, not the
+    value: a config may hold secrets)."""
+    return ActorError.from_code(
+        Code.CONFIG_INVALID, f"{field} must be {expected}, got {type(value).__name__}"
+    )
+
+
+def seconds_or_none(field: str, value: Any, *, positive: bool = False) -> float | None:
+    """``value`` as float seconds: ``None``, or a finite real number >= 0 (> 0 with
+    ``positive``). NaN, infinities, negatives, bools and non-numbers are refused."""
+    if value is None:
+        return None
+    expected = "None or a finite number of seconds " + ("> 0" if positive else ">= 0")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise invalid(field, expected, value)
+    try:
+        number = float(value)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise invalid(field, expected, value) from exc
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise invalid(field, expected, value)
+    return number
+
+
+def name(field: str, value: Any) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise invalid(field, "a non-empty string", value)
+    return value

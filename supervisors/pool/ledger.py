@@ -1,0 +1,135 @@
+"""The ledger: one entry per attempt a pool made — answered, failed, cut short or
+cancelled — with its tokens and cost, so cost stays accurate across failover.
+
+* ``ok``: answered; usage as the provider reported it.
+* ``failed``: a sent attempt that failed; usage when the error carries it (a provider
+  that reports usage on an error, a malformed answer with usage), else ``None``.
+* ``partial``: a stream that failed after events reached the consumer. Usage as reported,
+  else *estimated* (``usage_estimated``): the request's prompt estimate as input, the
+  partial text (4 characters a token) as output — a provider bills a cut stream too.
+* ``cancelled``: the caller went away (or a hedge lost the race): no verdict, no charge.
+
+Refusals (an open breaker, a limiter that would make the request wait, a spent budget)
+are not attempts — nothing reached a provider — and have no entry.
+
+``cost`` comes from the usage when the provider reported one, else from the pool's price
+table (dollars per million input / output tokens, by ``(provider, model)`` then
+``(provider, "*")``), else it is ``None`` (unknown, counted as 0 in the totals).
+
+A :class:`Ledger` keeps running totals (attempts, tokens, cost, by outcome and by
+target) for the pool's life and the last ``keep`` entries.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator, Mapping
+from typing import Literal
+
+import attrs
+
+from actors import Code, Usage
+from actors.events import PoolAttempt
+from actors.lowlevel import emit
+from supervisors.budget import Price, cost_of
+
+Outcome = Literal["ok", "failed", "partial", "cancelled"]
+
+
+@attrs.frozen(kw_only=True)
+class Attempt:
+    """One attempt of one request (see the module docstring)."""
+
+    #: The request's id: its ``metadata["request_id"]``, else one the pool made.
+    request_id: str
+    #: The attempt's number within its request, from 1, in the order they started.
+    number: int
+    provider: str
+    model: str
+    outcome: Outcome
+    #: The failure's code; ``None`` when answered.
+    code: Code | None
+    #: Trio time the attempt was sent, and seconds until it ended.
+    started_at: float
+    latency: float
+    usage: Usage | None
+    cost: float | None
+    usage_estimated: bool = False
+    #: Started by hedging, in parallel with a slower attempt.
+    hedge: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return 0 if self.usage is None else self.usage.total_tokens
+
+
+@attrs.define
+class Totals:
+    """Running totals of a set of attempts."""
+
+    attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, entry: Attempt) -> None:
+        self.attempts += 1
+        if entry.usage is not None:
+            self.input_tokens += entry.usage.input_tokens
+            self.output_tokens += entry.usage.output_tokens
+        if entry.cost is not None:
+            self.cost += entry.cost
+
+
+class Ledger:
+    """Every attempt of a pool: totals for its life, the last ``keep`` entries."""
+
+    def __init__(self, *, keep: int = 1000, prices: Mapping[tuple[str, str], Price] | None = None):
+        self.prices = dict(prices or {})
+        self.entries: collections.deque[Attempt] = collections.deque(maxlen=keep)
+        self.total = Totals()
+        self.by_outcome: dict[str, Totals] = collections.defaultdict(Totals)
+        self.by_target: dict[tuple[str, str], Totals] = collections.defaultdict(Totals)
+
+    def cost(self, usage: Usage | None, provider: str, model: str) -> float | None:
+        """The cost of ``usage`` (see the module docstring); ``None`` when unknown."""
+        return None if usage is None else cost_of(self.prices, usage, provider, model)
+
+    def record(self, entry: Attempt) -> Attempt:
+        """Add ``entry`` to the totals and the recent entries, and log it (``pool.attempt``)."""
+        self.entries.append(entry)
+        self.total.add(entry)
+        self.by_outcome[entry.outcome].add(entry)
+        self.by_target[entry.provider, entry.model].add(entry)
+        usage = entry.usage
+        emit(
+            PoolAttempt(
+                request_id=entry.request_id,
+                number=entry.number,
+                provider=entry.provider,
+                model=entry.model,
+                outcome=entry.outcome,
+                code=None if entry.code is None else str(entry.code),
+                latency=entry.latency,
+                input_tokens=None if usage is None else usage.input_tokens,
+                output_tokens=None if usage is None else usage.output_tokens,
+                cost=entry.cost,
+                usage_estimated=entry.usage_estimated,
+                hedge=entry.hedge,
+            )
+        )
+        return entry
+
+    def of(self, request_id: str) -> list[Attempt]:
+        """The recent entries of one request, in order."""
+        return [entry for entry in self.entries if entry.request_id == request_id]
+
+    def __iter__(self) -> Iterator[Attempt]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)

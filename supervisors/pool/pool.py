@@ -1,0 +1,362 @@
+"""The provider pool: one object that gets an :class:`~actors.providers.LlmRequest`
+answered across providers and models, or fails with the whole story.
+
+Order of strategies (seed 004's five, improved):
+
+1. **Rotation first.** A retryable failure moves to the next *admissible* target at
+   once — no backoff sleep while any healthy target remains. The failed target waits its
+   retry delay (the retry rules' schedule; a ``retry_after`` honoured exactly) and comes
+   back into the rotation, so retries of one target interleave with the others.
+2. **Sleep only when everyone waits**, until the earliest target is admissible again (a
+   retry delay, a ``retry_after``, a breaker's probe time, a limiter's refill) — never
+   past the deadline, and never after the last attempt. With one target, an open breaker
+   whose probe comes within the deadline is waited for, not failed.
+3. **Fatal stops the chain** (:mod:`supervisors.pool.routing` tables every code):
+   ``auth``/``payment`` end the request (and open the provider's breaker permanently);
+   ``model_not_found`` moves to the same provider's next model (the downgrade map);
+   ``context_window_exceeded`` and ``content_filter`` move only to a target that opted in;
+   ``bad_request`` and other non-retryable errors end the request as they are.
+4. **Exhausted** — every target out or waiting past the deadline: ``all_providers_failed``
+   (:class:`~supervisors.pool.escalation.AllProvidersFailed`) with the attempts, the
+   last failure's code as ``category`` and the earliest ``retry_after``; the optional
+   ``on_exhausted`` hook may decide to retry later, use another target, or abort.
+
+Every attempt has a ledger entry (:mod:`supervisors.pool.ledger`) and a ``pool.attempt``
+event, and is charged to the budget. Streams fall back only before their first event
+reaches the consumer; hedging starts a second target beside a slow first one
+(:mod:`supervisors.pool.race`). Cancelling ``complete()`` or leaving ``stream()`` cancels
+every attempt in flight (their provider requests are closed) and is never a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import trio
+
+from actors import ActorError, Code
+from actors.events import PoolEscalated
+from actors.lowlevel import emit, open_nursery_unwrapped
+from actors.providers import Complete, LlmRequest, LlmResponse, StreamEvent
+from supervisors.budget import Budget, Price
+from supervisors.pool.attempt import Attempter, Cut, Refused, Run
+from supervisors.pool.chain import Chain
+from supervisors.pool.config import invalid, seconds_or_none
+from supervisors.pool.config import name as check_name
+from supervisors.pool.escalation import (
+    Abort,
+    AllProvidersFailed,
+    Decision,
+    OnExhausted,
+    RetryLater,
+    UseTarget,
+    exhausted,
+)
+from supervisors.pool.ledger import Ledger
+from supervisors.pool.race import Race, Runner
+from supervisors.pool.target import Target, expand
+from supervisors.resilient import Resilience
+
+
+class _PoolDefault:
+    """The pool's own setting (a budget, the rules' deadline)."""
+
+    def __repr__(self) -> str:
+        return "POOL_DEFAULT"
+
+
+POOL_DEFAULT: Final = _PoolDefault()
+
+
+class ProviderPool:
+    """Targets in preference order over one :class:`~supervisors.Resilience`.
+
+    ``targets``: :class:`Target` values (a provider actor, its name, a model).
+    ``downgrades``: per provider, the models to try after its targets' (see
+    :func:`~supervisors.pool.target.expand`). ``resilience`` gives the retry rules, the
+    breaker and the limiter (default: ``Resilience()`` — the default retry rules, no
+    breaker, no limiter). ``budget``: charged with every attempt (a call may pass its
+    own). ``prices``: dollars per million tokens by ``(provider, model)`` or
+    ``(provider, "*")``, for the ledger's cost. ``deadline``: seconds for one request,
+    all attempts and waits included (default: the retry rules' ``deadline``; ``None``:
+    bounded by the retries alone). ``attempt_timeout``: seconds for one attempt (the
+    actor call's ``timeout``; default ``None``: the adapter's own read timeout bounds
+    it). ``hedge_after``: seconds without an answer (a first event, for a stream) before
+    the next target is started beside the first. ``on_exhausted``: the escalation hook.
+    ``keep``: ledger entries kept.
+
+    Every argument is checked when the pool is built: a bad one is ``config_invalid``
+    naming it.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        *,
+        downgrades: Mapping[str, Sequence[str]] | None = None,
+        resilience: Resilience | None = None,
+        budget: Budget | None = None,
+        prices: Mapping[tuple[str, str], Price] | None = None,
+        deadline: float | _PoolDefault | None = POOL_DEFAULT,
+        attempt_timeout: float | None = None,
+        hedge_after: float | None = None,
+        on_exhausted: OnExhausted | None = None,
+        keep: int = 1000,
+        name: str = "pool",
+    ) -> None:
+        given: object = targets
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence) or not given:
+            raise invalid("targets", "a non-empty list of Target", targets)
+        for index, target in enumerate(targets):
+            if not isinstance(target, Target):
+                raise invalid(f"targets[{index}]", "a Target", target)
+        if downgrades is not None and not isinstance(downgrades, Mapping):
+            raise invalid("downgrades", "a mapping of provider to model names", downgrades)
+        if resilience is not None and not isinstance(resilience, Resilience):
+            raise invalid("resilience", "a Resilience", resilience)
+        if budget is not None and not isinstance(budget, Budget):
+            raise invalid("budget", "a Budget", budget)
+        if on_exhausted is not None and not callable(on_exhausted):
+            raise invalid("on_exhausted", "an async callable", on_exhausted)
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise invalid("keep", "an integer >= 0", keep)
+        self.name = check_name("name", name)
+        self.targets = tuple(targets)
+        self.chain = tuple(expand(self.targets, downgrades or {}))
+        self.resilience = resilience if resilience is not None else Resilience()
+        self.budget = budget
+        self.ledger = Ledger(keep=keep, prices=_prices(prices))
+        rules_deadline = self.resilience.retry.deadline
+        self.deadline = seconds_or_none(
+            "deadline", rules_deadline if isinstance(deadline, _PoolDefault) else deadline
+        )
+        self.attempt_timeout = seconds_or_none("attempt_timeout", attempt_timeout)
+        self.hedge_after = seconds_or_none("hedge_after", hedge_after, positive=True)
+        self.on_exhausted = on_exhausted
+        self._attempter = Attempter(
+            self.resilience.breaker, self.resilience.limiter, self.ledger, self.attempt_timeout
+        )
+
+    # --- the two entry points -------------------------------------------------------
+
+    async def complete(
+        self, request: LlmRequest, *, budget: Budget | _PoolDefault | None = POOL_DEFAULT
+    ) -> LlmResponse:
+        """Get ``request`` answered (see the module docstring for the order of things).
+
+        Raises the error that ends the request: a fatal one as it is, ``all_providers_failed``
+        when the chain is exhausted, ``budget_exceeded`` at a cap; a cancelled caller gets
+        ``trio.Cancelled``, never a failure.
+        """
+        run = self._run(request, budget)
+        if self.hedge_after is not None:
+            async with open_nursery_unwrapped() as nursery:
+                winner = await self._race(run, nursery, stream=False).settle()
+                nursery.cancel_scope.cancel(reason="a hedged attempt answered")
+            return winner.result  # type: ignore[return-value]
+        attempt = self._attempter.attempt
+        chain = run.chain
+        while True:
+            slot = chain.pick(trio.current_time())
+            if slot is None:
+                await self._wait(run)
+                continue
+            result = await attempt(run, slot, Complete(run.request_for(slot.target.model)))
+            if isinstance(result, LlmResponse):
+                return result
+            now = trio.current_time()
+            if isinstance(result, Refused):
+                chain.refused(slot, result.error, now)
+            elif isinstance(result, Cut):
+                chain.last_error = result.error
+                await self._exhausted(run)
+            else:
+                chain.failed(slot, result, now)  # a stop raises
+            # A failure yields: a loop of refusals cannot starve other tasks, and a
+            # cancelled caller gets trio.Cancelled here rather than the failure.
+            await trio.lowlevel.checkpoint()
+
+    @asynccontextmanager
+    async def stream(
+        self, request: LlmRequest, *, budget: Budget | _PoolDefault | None = POOL_DEFAULT
+    ) -> AsyncIterator[PoolStream]:
+        """Stream ``request``'s answer: ``async with pool.stream(request) as events:``.
+
+        The chain runs when the first event is asked for; it falls back only until an
+        event is handed over. Afterwards a failure is raised from the iteration, typed,
+        with the partial text (``partial_text``) and usage (estimated when the provider
+        did not report it; the ledger entry says so). Leaving the block cancels every
+        attempt in flight.
+        """
+        run = self._run(request, budget)
+        async with open_nursery_unwrapped() as nursery:
+            events = PoolStream(self._race(run, nursery, stream=True))
+            try:
+                yield events
+            finally:
+                nursery.cancel_scope.cancel(reason="stream consumer left")
+
+    # --- the chain's waits and its end ----------------------------------------------
+
+    def _race(self, run: Run, nursery: trio.Nursery, *, stream: bool) -> Race:
+        return Race(
+            run,
+            nursery,
+            attempter=self._attempter,
+            hedge_after=self.hedge_after,
+            wait=self._wait,
+            exhausted=self._exhausted,
+            stream=stream,
+        )
+
+    def _run(self, request: Any, budget: Budget | _PoolDefault | None) -> Run:
+        if not isinstance(request, LlmRequest):
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION,
+                f"a pool takes an LlmRequest, not {type(request).__name__}",
+                delivered=False,
+            )
+        if isinstance(budget, _PoolDefault):
+            budget = self.budget
+        elif budget is not None and not isinstance(budget, Budget):
+            raise invalid("budget", "a Budget or None", budget)
+        chain = Chain(self.chain, self.resilience.retry.policy_for)
+        return Run(request, chain, budget, self.deadline)
+
+    async def _wait(self, run: Run) -> None:
+        """Nothing admissible now: sleep until the earliest target is, if that comes
+        before the deadline (an attempt starting at the deadline could not run) — else
+        the chain is exhausted."""
+        wake = run.chain.wake_at()
+        if wake is None or wake >= run.deadline_at:
+            await self._exhausted(run)
+            return
+        await trio.sleep_until(wake)
+
+    async def _exhausted(self, run: Run) -> None:
+        """Raise ``all_providers_failed`` — unless ``on_exhausted`` decides to go on."""
+        chain = run.chain
+        failure = exhausted(
+            run.request_id,
+            tuple(run.attempts),
+            chain.last_error,
+            chain.retry_after(trio.current_time()),
+        )
+        hook = self.on_exhausted
+        if hook is None:
+            raise failure
+        try:
+            decision = await hook(failure)
+        except ActorError:
+            raise
+        except Exception as exc:
+            raise ActorError.from_code(
+                Code.INTERNAL, "the pool's on_exhausted hook raised", cause=exc
+            ) from exc
+        if decision is not None and not isinstance(decision, RetryLater | UseTarget | Abort):
+            raise invalid(
+                "the on_exhausted decision", "RetryLater, UseTarget, Abort or None", decision
+            ) from failure
+        _audit(run, failure, decision)
+        if isinstance(decision, RetryLater):
+            await trio.sleep(decision.seconds)
+            chain.reopen()
+        elif isinstance(decision, UseTarget):
+            chain.add(decision.target)
+        else:
+            failure.decision = decision
+            raise failure
+        if self.deadline is not None:
+            run.deadline_at = trio.current_time() + self.deadline
+
+
+class PoolStream:
+    """The events of one pooled stream; iterate it with ``async for``.
+
+    After a complete stream :attr:`response` is the assembled answer; after a failure
+    :attr:`error` is what was raised. :attr:`attempts` lists this request's ledger
+    entries so far.
+    """
+
+    def __init__(self, race: Race) -> None:
+        self._race = race
+        self._runner: Runner | None = None
+        self.response: LlmResponse | None = None
+        self.error: ActorError | None = None
+
+    @property
+    def attempts(self) -> list[Any]:
+        return list(self._race.run.attempts)
+
+    def __aiter__(self) -> PoolStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        runner = self._runner
+        if runner is None:
+            if self.response is not None or self.error is not None:
+                raise StopAsyncIteration
+            try:
+                runner = self._runner = await self._race.settle()
+            except ActorError as err:
+                self.error = err
+                raise
+            if runner.first is not None:
+                return runner.first
+        receive = runner.receive
+        assert receive is not None  # a stream's runner has its channel
+        try:
+            event = await receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            return self._end(runner)
+        runner.tap.events += 1
+        if event.kind == "text":
+            runner.tap.text += event.text
+        return event
+
+    def _end(self, runner: Runner) -> StreamEvent:
+        result = runner.result
+        if isinstance(result, LlmResponse):
+            self.response = result
+            raise StopAsyncIteration
+        error = result.error if isinstance(result, Refused | Cut) else result
+        if not isinstance(error, ActorError):
+            error = ActorError.from_code(Code.INTERNAL, "a committed stream ended without a result")
+        if error.usage is None:
+            error.usage = runner.tap.usage  # estimated (the ledger entry says so)
+        self.error = error
+        raise error
+
+
+def _prices(prices: Mapping[tuple[str, str], Price] | None) -> dict[tuple[str, str], Price]:
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise invalid("prices", "a mapping of (provider, model) to Price", prices)
+    for key, price in prices.items():
+        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+            raise invalid("prices key", "a (provider, model) pair of strings", key)
+        if not isinstance(price, Price):
+            raise invalid(f"prices[{key!r}]", "a Price", price)
+    return dict(prices)
+
+
+def _audit(run: Run, failure: AllProvidersFailed, decision: Decision | None) -> None:
+    emit(
+        PoolEscalated(
+            request_id=run.request_id,
+            decision=_KIND.get(type(decision), "none"),
+            by=getattr(decision, "by", None),
+            seconds=decision.seconds if isinstance(decision, RetryLater) else None,
+            provider=decision.target.provider if isinstance(decision, UseTarget) else None,
+            model=decision.target.model if isinstance(decision, UseTarget) else None,
+            reason=decision.reason if isinstance(decision, Abort) else None,
+            category=None if failure.category is None else str(failure.category),
+            attempts=len(failure.attempts),
+        )
+    )
+
+
+_KIND: Final[Mapping[type, str]] = {RetryLater: "retry", UseTarget: "use_target", Abort: "abort"}
