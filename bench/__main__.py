@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench import actor_bench, provider_bench, resilience_bench, supervisor_bench
+from bench import actor_bench, pool_bench, provider_bench, resilience_bench, supervisor_bench
 from bench.common import Row
 
 BENCHMARKS = {
@@ -20,6 +20,8 @@ BENCHMARKS = {
     "supervisor_restart": supervisor_bench.supervisor_restart,
     "resilience_overhead": resilience_bench.resilience_overhead,
     "provider_overhead": provider_bench.provider_overhead,
+    "pool_primary": pool_bench.pool_primary,
+    "pool_failover": pool_bench.pool_failover,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"

@@ -156,6 +156,28 @@ class Breaker:
             admission = self._clean[provider, model] = Admission(provider, model, clean=True)
         return admission
 
+    def blocked_fast(self, provider: str, model: str | None = None) -> float | None:
+        """Seconds until a call to ``provider`` (and ``model``) could be admitted, when the
+        in-process breakers would refuse it now (``inf``: open for good); ``None`` when
+        they might admit it, or when the state is shared (ask :meth:`admit`). No side
+        effects, no error built: how a pool skips a target known to be down."""
+        local = self.local
+        if local is None or not local.breakers:
+            return None
+        now = trio.current_time()
+        wait = local.breaker_blocked(provider, now)
+        if model is not None:
+            model_wait = local.breaker_blocked(model_key(provider, model), now)
+            if model_wait is not None and (wait is None or model_wait > wait):
+                wait = model_wait
+        return wait
+
+    def model_gone_fast(self, provider: str, model: str) -> bool:
+        """The in-process breaker of ``model`` on ``provider`` is open for good (the
+        model was not found); ``False`` when it is not, or the state is shared."""
+        local = self.local
+        return local is not None and local.breaker_permanent(model_key(provider, model))
+
     async def admit(self, provider: str, model: str | None = None) -> Admission:
         """Admit a call or raise ``circuit_open`` (with the time to the next probe).
 
@@ -183,7 +205,7 @@ class Breaker:
         snap = await state.breaker_admit(provider, now=now, lease_ttl=lease)
         self._emit(snap.transition, provider, None)
         if not snap.admitted:
-            return _open_error(provider, model, snap.retry_after)
+            return open_error(provider, model, snap.retry_after)
         admission = Admission(provider, model, probe=snap.probe, clean=snap.clean)
         if model is not None:
             key = model_key(provider, model)
@@ -191,7 +213,7 @@ class Breaker:
             self._emit(model_snap.transition, provider, model)
             if not model_snap.admitted:
                 await state.breaker_release(provider, probe=snap.probe)
-                return _open_error(provider, model, model_snap.retry_after)
+                return open_error(provider, model, model_snap.retry_after)
             admission.model_probe = model_snap.probe
             admission.clean = snap.clean and model_snap.clean
         return admission
@@ -295,7 +317,9 @@ class Breaker:
         )
 
 
-def _open_error(provider: str, model: str | None, retry_after: float) -> ActorError:
+def open_error(provider: str, model: str | None, retry_after: float) -> ActorError:
+    """The ``circuit_open`` refusal: ``retry_after`` seconds to the next probe (``inf``:
+    open for good, then not retryable)."""
     return ActorError.from_code(
         Code.CIRCUIT_OPEN,
         f"circuit for {provider} is open",

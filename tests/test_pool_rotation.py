@@ -116,9 +116,7 @@ async def test_a_target_ready_exactly_at_the_deadline_is_not_waited_for(
 ) -> None:
     # An attempt starting at the deadline could not run: the chain ends at once.
     async with fleet({"A": faults(status(429, times=2, **{"retry-after": "5"}))}) as f:
-        at_deadline = ProviderPool(
-            f.targets("A"), resilience=Resilience(retry=rules()), deadline=5
-        )
+        at_deadline = ProviderPool(f.targets("A"), resilience=Resilience(retry=rules()), deadline=5)
         with pytest.raises(AllProvidersFailed) as caught:
             await at_deadline.complete(request())
         assert trio.current_time() == 0.0

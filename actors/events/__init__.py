@@ -20,7 +20,7 @@ Families (docs/events.md lists every record with its fields):
   :class:`ChildStarted`, :class:`ChildStopped`;
 * resilience — :class:`RetryScheduled`, :class:`BreakerTransition`,
   :class:`BudgetWarning`, :class:`BudgetPaused`, :class:`PoolAttempt`,
-  :class:`PoolEscalated`;
+  :class:`PoolAttemptFailed`, :class:`PoolEscalated`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
 """
@@ -51,10 +51,12 @@ from actors.events.lifecycle import (
     ErrorSuppressed,
 )
 from actors.events.resilience import (
+    AttemptRecord,
     BreakerTransition,
     BudgetPaused,
     BudgetWarning,
     PoolAttempt,
+    PoolAttemptFailed,
     PoolEscalated,
     RetryScheduled,
 )
@@ -86,6 +88,7 @@ RECORDS: tuple[type[Event], ...] = (
     BudgetWarning,
     BudgetPaused,
     PoolAttempt,
+    PoolAttemptFailed,
     PoolEscalated,
     TaskFailed,
     DeadLetterReported,
@@ -105,6 +108,7 @@ __all__ = [
     "ActorStartFailed",
     "ActorStarted",
     "ActorStopped",
+    "AttemptRecord",
     "BreakerTransition",
     "BudgetPaused",
     "BudgetWarning",
@@ -118,6 +122,7 @@ __all__ = [
     "EventHook",
     "HookFailed",
     "PoolAttempt",
+    "PoolAttemptFailed",
     "PoolEscalated",
     "RedactedCause",
     "RetryScheduled",

@@ -95,12 +95,9 @@ class BudgetPaused(Event):
 
 
 @attrs.frozen(kw_only=True)
-class PoolAttempt(Event):
-    """A provider pool's attempt ended — one record per attempt, with its ledger entry's
-    facts (:mod:`supervisors.pool.ledger`)."""
-
-    name: ClassVar[str] = "pool.attempt"
-    level: ClassVar[int] = logging.INFO
+class AttemptRecord(Event):
+    """The facts of one provider-pool attempt (its ledger entry, :mod:`supervisors.pool.ledger`):
+    the base of :class:`PoolAttempt` (answered) and :class:`PoolAttemptFailed` (not)."""
 
     request_id: str
     #: The attempt's number within its request, from 1.
@@ -122,6 +119,24 @@ class PoolAttempt(Event):
     usage_estimated: bool
     #: Started by hedging, in parallel with a slower attempt.
     hedge: bool
+
+
+@attrs.frozen(kw_only=True)
+class PoolAttempt(AttemptRecord):
+    """A provider pool's attempt was answered (debug: the ledger keeps every one; built
+    only when a hook or a debug log would see it)."""
+
+    name: ClassVar[str] = "pool.attempt"
+    level: ClassVar[int] = logging.DEBUG
+
+
+@attrs.frozen(kw_only=True)
+class PoolAttemptFailed(AttemptRecord):
+    """A provider pool's attempt was not answered: failed, cut short (``partial``) or
+    cancelled."""
+
+    name: ClassVar[str] = "pool.attempt_failed"
+    level: ClassVar[int] = logging.INFO
 
 
 @attrs.frozen(kw_only=True)

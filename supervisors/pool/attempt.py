@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -39,8 +40,9 @@ from actors import ActorError, Code, Usage, classify
 from actors.providers import LlmRequest, LlmResponse
 from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget
-from supervisors.pool.chain import Chain, Slot
+from supervisors.pool.chain import Chain
 from supervisors.pool.ledger import Attempt, Ledger, Outcome
+from supervisors.pool.target import Target
 from supervisors.ratelimit import Permit, RateLimiter
 from supervisors.resilient import return_permit
 
@@ -81,39 +83,59 @@ _request_ids = itertools.count(1)
 
 
 class Run:
-    """One request's state in a pool: its chain, deadline, budget and attempts."""
+    """One request's state in a pool: its deadline, budget and attempts, and its chain —
+    made on the first failure (a request its first target answers never needs one)."""
 
     __slots__ = (
         "_by_model",
+        "_chain",
+        "_make_chain",
         "attempts",
         "budget",
-        "chain",
         "deadline_at",
-        "numbers",
+        "number",
         "request",
         "request_id",
         "tokens",
     )
 
     def __init__(
-        self, request: LlmRequest, chain: Chain, budget: Budget | None, deadline: float | None
+        self,
+        request: LlmRequest,
+        make_chain: Callable[[], Chain],
+        budget: Budget | None,
+        deadline: float | None,
     ) -> None:
         self.request = request
         self.request_id = request.metadata.get("request_id") or f"pool-{next(_request_ids)}"
-        self.chain = chain
+        self._make_chain = make_chain
+        self._chain: Chain | None = None
         self.budget = budget
         self.deadline_at = math.inf if deadline is None else trio.current_time() + deadline
-        self.tokens = request.estimated_prompt_tokens() + request.max_tokens
+        self.tokens = -1  # the limiter's estimate, made when first needed
         self.attempts: list[Attempt] = []
-        self.numbers = itertools.count(1)
-        self._by_model: dict[str, LlmRequest] = {request.model: request}
+        self.number = 0  # attempts started so far
+        self._by_model: dict[str, LlmRequest] | None = None
+
+    @property
+    def chain(self) -> Chain:
+        chain = self._chain
+        if chain is None:
+            chain = self._chain = self._make_chain()
+        return chain
 
     def request_for(self, model: str) -> LlmRequest:
         """The request with ``model`` in it (made once per model)."""
-        request = self._by_model.get(model)
-        if request is None:
-            request = self._by_model[model] = attrs.evolve(self.request, model=model)
-        return request
+        request = self.request
+        if model == request.model:
+            return request
+        by_model = self._by_model
+        if by_model is None:
+            by_model = self._by_model = {}
+        made = by_model.get(model)
+        if made is None:
+            made = by_model[model] = attrs.evolve(request, model=model)
+        return made
 
 
 class Attempter:
@@ -132,9 +154,14 @@ class Attempter:
         self.timeout = timeout
 
     async def attempt(
-        self, run: Run, slot: Slot, message: Any, *, tap: Tap | None = None, hedge: bool = False
+        self,
+        run: Run,
+        target: Target,
+        message: Any,
+        *,
+        tap: Tap | None = None,
+        hedge: bool = False,
     ) -> LlmResponse | Refused | Cut | ActorError:
-        target = slot.target
         provider, model = target.provider, target.model
         budget = run.budget
         if budget is not None:
@@ -144,10 +171,14 @@ class Attempter:
         limiter = self.limiter
         permit: Permit | None = None
         if limiter is not None:
-            permit = limiter.acquire_fast(provider, tokens=run.tokens)
+            tokens = run.tokens
+            if tokens < 0:
+                request = run.request
+                tokens = run.tokens = request.estimated_prompt_tokens() + request.max_tokens
+            permit = limiter.acquire_fast(provider, tokens=tokens)
             if permit is None:
                 acquired = await limiter.acquire_or_refuse(
-                    provider, tokens=run.tokens, deadline=trio.current_time()
+                    provider, tokens=tokens, deadline=trio.current_time()
                 )
                 if isinstance(acquired, ActorError):
                     return Refused(acquired)
@@ -163,7 +194,7 @@ class Attempter:
                         await limiter.release(permit)  # type: ignore[union-attr]
                     return Refused(decision)
                 admission = decision
-        number = next(run.numbers)
+        run.number = number = run.number + 1
         started = trio.current_time()
         try:
             if run.deadline_at == math.inf:
@@ -180,10 +211,10 @@ class Attempter:
             if permit is not None:
                 await return_permit(limiter, permit, exc, True)  # type: ignore[arg-type]
             if not isinstance(exc, Exception):
-                self._enter(run, slot, number, started, "cancelled", None, None, hedge=hedge)
+                self._enter(run, target, number, started, "cancelled", None, None, hedge=hedge)
                 raise
             error = classify(exc, provider=provider, model=model)
-            return await self._failed(run, slot, number, started, error, tap, hedge)
+            return await self._failed(run, target, number, started, error, tap, hedge)
         if reply is _CUT:
             cut = ActorError.from_code(
                 Code.TIMEOUT,
@@ -194,7 +225,7 @@ class Attempter:
             )
             if admission is not None:  # the deadline is the caller's, not a verdict
                 await breaker.record(admission, _cancelled(provider, model))  # type: ignore[union-attr]
-            self._enter(run, slot, number, started, "failed", cut.code, None, hedge=hedge)
+            self._enter(run, target, number, started, "failed", cut.code, None, hedge=hedge)
             return Cut(cut)
         if admission is not None and not admission.clean:
             await breaker.record(admission, None)  # type: ignore[union-attr]
@@ -203,14 +234,15 @@ class Attempter:
             actual = usage.total_tokens
             if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
                 await limiter.settle(permit, actual)  # type: ignore[union-attr]
-        entry = self._enter(run, slot, number, started, "ok", None, usage, hedge=hedge)
-        await self._charge(run, entry)
+        entry = self._enter(run, target, number, started, "ok", None, usage, hedge=hedge)
+        if budget is not None:
+            await self._charge(run, entry)
         return reply  # type: ignore[no-any-return]
 
     async def _failed(
         self,
         run: Run,
-        slot: Slot,
+        target: Target,
         number: int,
         started: float,
         error: ActorError,
@@ -230,7 +262,7 @@ class Attempter:
                 estimated = True
             tap.usage = usage
         entry = self._enter(
-            run, slot, number, started, outcome, error.code, usage, estimated, hedge=hedge
+            run, target, number, started, outcome, error.code, usage, estimated, hedge=hedge
         )
         await self._charge(run, entry)
         return error
@@ -238,7 +270,7 @@ class Attempter:
     def _enter(
         self,
         run: Run,
-        slot: Slot,
+        target: Target,
         number: int,
         started: float,
         outcome: Outcome,
@@ -248,7 +280,6 @@ class Attempter:
         *,
         hedge: bool,
     ) -> Attempt:
-        target = slot.target
         entry = Attempt(
             request_id=run.request_id,
             number=number,

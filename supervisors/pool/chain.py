@@ -28,9 +28,10 @@ import math
 from collections.abc import Callable, Container, Sequence
 from typing import Final
 
-from actors import ActorError
+from actors import ActorError, Code
 from actors.events import RetryScheduled
 from actors.lowlevel import emit
+from supervisors.breaker import open_error
 from supervisors.pool.routing import Move, move_for
 from supervisors.pool.target import Target
 from supervisors.retry import RetryPolicy, next_delay
@@ -47,6 +48,11 @@ SKIPPED: Final = "skipped"
 GONE: Final = "gone"
 
 PolicyFor = Callable[[ActorError], RetryPolicy | None]
+#: Seconds until a target could be admitted when its breaker would refuse it now
+#: (``inf``: for good), else ``None`` (:meth:`~supervisors.Breaker.blocked_fast`).
+Blocked = Callable[[Target], float | None]
+#: Whether a target's model is known not to exist (its breaker open for good).
+Gone = Callable[[Target], bool]
 
 
 class Slot:
@@ -69,14 +75,32 @@ class Slot:
 class Chain:
     """The targets of one request (see the module docstring)."""
 
-    __slots__ = ("cursor", "last_error", "policy_for", "preferred", "slots")
+    __slots__ = ("blocked", "cursor", "gone", "last", "policy_for", "preferred", "slots")
 
-    def __init__(self, targets: Sequence[Target], policy_for: PolicyFor) -> None:
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        policy_for: PolicyFor,
+        blocked: Blocked | None = None,
+        gone: Gone | None = None,
+    ) -> None:
         self.slots = [Slot(target, index) for index, target in enumerate(targets)]
         self.policy_for = policy_for
+        self.blocked = blocked
+        self.gone = gone
         self.cursor = 0
         self.preferred: Slot | None = None
-        self.last_error: ActorError | None = None
+        # The last failure: an error, or a slot skipped as blocked (its circuit_open is
+        # built only if the chain ends on it).
+        self.last: ActorError | tuple[Slot, float] | None = None
+
+    def last_failure(self) -> ActorError | None:
+        """The last failure of the chain (a skip for an open breaker as ``circuit_open``)."""
+        last = self.last
+        if isinstance(last, tuple):
+            slot, wait = last
+            return open_error(slot.target.provider, slot.target.model, wait)
+        return last
 
     def add(self, target: Target) -> Slot:
         """A target added by an escalation decision: tried next."""
@@ -91,31 +115,71 @@ class Chain:
         if preferred is not None:
             if preferred.out:
                 self.preferred = None
-            elif preferred.available_at() <= now and preferred not in busy:
+            elif self._admissible(preferred, now, busy):
                 self.preferred = None
                 self.cursor = preferred.index + 1
                 return preferred
         slots = self.slots
         count = len(slots)
+        waiting = self.preferred  # None, or a preferred slot that is not admissible yet
         for step in range(count):
             slot = slots[(self.cursor + step) % count]
-            if not slot.out and slot.available_at() <= now and slot not in busy:
+            if self._admissible(slot, now, busy):
                 self.cursor = slot.index + 1
                 return slot
+            if self.preferred is not waiting:  # a skip named where to go (a model is gone)
+                return self.pick(now, busy)
         return None
+
+    def _admissible(self, slot: Slot, now: float, busy: Container[Slot]) -> bool:
+        """In the chain, not waiting, not running — and not known to be refused by its
+        breaker (then it is blocked until the probe time, without asking)."""
+        if slot.out or slot.available_at() > now or slot in busy:
+            return False
+        blocked = self.blocked
+        if blocked is not None:
+            wait = blocked(slot.target)
+            if wait is not None:
+                self.skip(slot, wait, now)
+                return False
+        return True
+
+    def skip(self, slot: Slot, wait: float, now: float) -> None:
+        """``slot``'s breaker would refuse it for ``wait`` seconds (``inf``: for good).
+
+        A model known not to exist moves the chain as ``model_not_found`` would: to the
+        same provider's next model, else the request ends ``model_not_found``."""
+        self.last = (slot, wait)
+        if math.isinf(wait) and self.gone is not None and self.gone(slot.target):
+            target = slot.target
+            self._next_model(
+                slot,
+                ActorError.from_code(
+                    Code.MODEL_NOT_FOUND,
+                    "the model is known not to exist: its breaker is open until reset",
+                    provider=target.provider,
+                    model=target.model,
+                ),
+            )
+            return
+        self._block(slot, wait, now)
 
     def refused(self, slot: Slot, error: ActorError, now: float) -> None:
         """A breaker or limiter refused ``slot``: blocked for its ``retry_after``."""
-        self.last_error = error
+        self.last = error
         wait = error.retry_after
-        if wait is None or math.isinf(wait):
+        self._block(slot, math.inf if wait is None else wait, now)
+
+    @staticmethod
+    def _block(slot: Slot, wait: float, now: float) -> None:
+        if math.isinf(wait):
             slot.out = GONE
-            return
-        slot.blocked_until = now + max(wait, MIN_WAIT)
+        else:
+            slot.blocked_until = now + max(wait, MIN_WAIT)
 
     def failed(self, slot: Slot, error: ActorError, now: float) -> None:
         """Apply the move of ``error`` (a sent attempt failed); raises it on a stop."""
-        self.last_error = error
+        self.last = error
         move = move_for(error)
         if move is Move.RETRY:
             self._retry(slot, error, now)
@@ -125,18 +189,28 @@ class Chain:
         if move is Move.SKIP:
             slot.out = SKIPPED
             return
+        if move is Move.NEXT_MODEL:
+            self._next_model(slot, error)
+            return
         slot.out = GONE
         target = slot.target
-        if move is Move.NEXT_MODEL:
-            for other in self.slots:  # the model is gone wherever it appears
-                if other.target.key == target.key:
-                    other.out = GONE
-            nxt = self._first(lambda s: s.target.provider == target.provider)
-        elif move is Move.LARGER_WINDOW:
+        if move is Move.LARGER_WINDOW:
             window = target.context_window or 0
             nxt = self._first(lambda s: (s.target.context_window or 0) > window)
         else:  # Move.OPT_IN
             nxt = self._first(lambda s: s.target.content_filter_fallback)
+        if nxt is None:
+            raise error
+        self.preferred = nxt
+
+    def _next_model(self, slot: Slot, error: ActorError) -> None:
+        """The model is gone wherever it appears; the same provider's next model is
+        preferred — none left: ``error`` is raised."""
+        key, provider = slot.target.key, slot.target.provider
+        for other in self.slots:
+            if other.target.key == key:
+                other.out = GONE
+        nxt = self._first(lambda s: s.target.provider == provider)
         if nxt is None:
             raise error
         self.preferred = nxt

@@ -23,22 +23,24 @@ target) for the pool's life and the last ``keep`` entries.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator, Mapping
-from typing import Literal
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from typing import Literal, NamedTuple, TypeVar
 
 import attrs
 
 from actors import Code, Usage
-from actors.events import PoolAttempt
-from actors.lowlevel import emit
+from actors.events import PoolAttempt, PoolAttemptFailed
+from actors.lowlevel import emit, enabled
 from supervisors.budget import Price, cost_of
 
 Outcome = Literal["ok", "failed", "partial", "cancelled"]
+_K = TypeVar("_K")
 
 
-@attrs.frozen(kw_only=True)
-class Attempt:
-    """One attempt of one request (see the module docstring)."""
+class Attempt(NamedTuple):
+    """One attempt of one request (see the module docstring). A named tuple: immutable,
+    and cheap enough to make for every attempt on the hot path."""
 
     #: The request's id: its ``metadata["request_id"]``, else one the pool made.
     request_id: str
@@ -78,36 +80,78 @@ class Totals:
 
     def add(self, entry: Attempt) -> None:
         self.attempts += 1
-        if entry.usage is not None:
-            self.input_tokens += entry.usage.input_tokens
-            self.output_tokens += entry.usage.output_tokens
+        usage = entry.usage
+        if usage is not None:
+            self.input_tokens += usage.input_tokens
+            self.output_tokens += usage.output_tokens
         if entry.cost is not None:
             self.cost += entry.cost
+
+    def merge(self, other: Totals) -> None:
+        self.attempts += other.attempts
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost += other.cost
 
 
 class Ledger:
     """Every attempt of a pool: totals for its life, the last ``keep`` entries."""
 
-    def __init__(self, *, keep: int = 1000, prices: Mapping[tuple[str, str], Price] | None = None):
+    def __init__(
+        self, *, keep: int = 1000, prices: Mapping[tuple[str, str], Price] | None = None
+    ) -> None:
         self.prices = dict(prices or {})
         self.entries: collections.deque[Attempt] = collections.deque(maxlen=keep)
-        self.total = Totals()
-        self.by_outcome: dict[str, Totals] = collections.defaultdict(Totals)
-        self.by_target: dict[tuple[str, str], Totals] = collections.defaultdict(Totals)
+        # Totals by (provider, model, outcome): one lookup per attempt; the views below
+        # add them up when read.
+        self._totals: dict[tuple[str, str, str], Totals] = {}
+
+    @property
+    def total(self) -> Totals:
+        """Every attempt of the pool's life."""
+        total = Totals()
+        for totals in self._totals.values():
+            total.merge(totals)
+        return total
+
+    @property
+    def by_outcome(self) -> dict[str, Totals]:
+        """Totals per outcome (``ok``, ``failed``, ``partial``, ``cancelled``)."""
+        return self._group(lambda key: key[2])
+
+    @property
+    def by_target(self) -> dict[tuple[str, str], Totals]:
+        """Totals per ``(provider, model)``."""
+        return self._group(lambda key: (key[0], key[1]))
+
+    def _group(self, key_of: Callable[[tuple[str, str, str]], _K]) -> dict[_K, Totals]:
+        groups: dict[_K, Totals] = collections.defaultdict(Totals)
+        for key, totals in self._totals.items():
+            groups[key_of(key)].merge(totals)
+        return dict(groups)
 
     def cost(self, usage: Usage | None, provider: str, model: str) -> float | None:
         """The cost of ``usage`` (see the module docstring); ``None`` when unknown."""
-        return None if usage is None else cost_of(self.prices, usage, provider, model)
+        if usage is None or (usage.cost is None and not self.prices):
+            return None
+        return cost_of(self.prices, usage, provider, model)
 
     def record(self, entry: Attempt) -> Attempt:
-        """Add ``entry`` to the totals and the recent entries, and log it (``pool.attempt``)."""
+        """Add ``entry`` to the totals and the recent entries, and report it: an answered
+        attempt as ``pool.attempt`` (debug), any other as ``pool.attempt_failed``."""
         self.entries.append(entry)
-        self.total.add(entry)
-        self.by_outcome[entry.outcome].add(entry)
-        self.by_target[entry.provider, entry.model].add(entry)
+        key = (entry.provider, entry.model, entry.outcome)
+        totals = self._totals.get(key)
+        if totals is None:
+            totals = self._totals[key] = Totals()
+        totals.add(entry)
+        ok = entry.outcome == "ok"
+        if ok and not enabled(logging.DEBUG):
+            return entry
         usage = entry.usage
+        record = PoolAttempt if ok else PoolAttemptFailed
         emit(
-            PoolAttempt(
+            record(
                 request_id=entry.request_id,
                 number=entry.number,
                 provider=entry.provider,

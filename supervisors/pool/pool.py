@@ -30,6 +30,7 @@ every attempt in flight (their provider requests are closed) and is never a fail
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -42,7 +43,7 @@ from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmRequest, LlmResponse, StreamEvent
 from supervisors.budget import Budget, Price
 from supervisors.pool.attempt import Attempter, Cut, Refused, Run
-from supervisors.pool.chain import Chain
+from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
 from supervisors.pool.config import name as check_name
 from supervisors.pool.escalation import (
@@ -135,6 +136,12 @@ class ProviderPool:
         self.attempt_timeout = seconds_or_none("attempt_timeout", attempt_timeout)
         self.hedge_after = seconds_or_none("hedge_after", hedge_after, positive=True)
         self.on_exhausted = on_exhausted
+        breaker = self.resilience.breaker
+        self._blocked: Blocked | None = (
+            None
+            if breaker is None
+            else lambda target: breaker.blocked_fast(target.provider, target.model)
+        )
         self._attempter = Attempter(
             self.resilience.breaker, self.resilience.limiter, self.ledger, self.attempt_timeout
         )
@@ -157,26 +164,58 @@ class ProviderPool:
                 nursery.cancel_scope.cancel(reason="a hedged attempt answered")
             return winner.result  # type: ignore[return-value]
         attempt = self._attempter.attempt
-        chain = run.chain
-        while True:
-            slot = chain.pick(trio.current_time())
-            if slot is None:
-                await self._wait(run)
-                continue
-            result = await attempt(run, slot, Complete(run.request_for(slot.target.model)))
+        blocked = self._blocked
+        # The first pass needs no chain: the targets in order, skipping those whose
+        # breaker is known to refuse them; a chain is made only when an attempt fails.
+        targets = self.chain
+        index, target, skipped = 0, targets[0], None
+        if blocked is not None:
+            while (wait := blocked(target)) is not None:
+                if wait == math.inf:  # out for good: the chain decides where to go
+                    index = len(targets)
+                    break
+                skipped = [*(skipped or ()), (index, wait)]
+                index += 1
+                if index == len(targets):
+                    break
+                target = targets[index]
+        slot: Slot | None = None
+        failed: Refused | Cut | ActorError | None = None
+        if index < len(targets):
+            result = await attempt(run, target, Complete(run.request_for(target.model)))
             if isinstance(result, LlmResponse):
                 return result
-            now = trio.current_time()
-            if isinstance(result, Refused):
-                chain.refused(slot, result.error, now)
-            elif isinstance(result, Cut):
-                chain.last_error = result.error
-                await self._exhausted(run)
-            else:
-                chain.failed(slot, result, now)  # a stop raises
-            # A failure yields: a loop of refusals cannot starve other tasks, and a
-            # cancelled caller gets trio.Cancelled here rather than the failure.
-            await trio.lowlevel.checkpoint()
+            failed, slot = result, run.chain.slots[index]
+            run.chain.cursor = index + 1
+        chain = run.chain
+        now = trio.current_time()
+        for skipped_index, wait in skipped or ():
+            chain.skip(chain.slots[skipped_index], wait, now)
+        while True:
+            if slot is not None and failed is not None:
+                await self._settle(run, slot, failed)
+                # A failure yields: a loop of refusals cannot starve other tasks, and a
+                # cancelled caller gets trio.Cancelled here rather than the failure.
+                await trio.lowlevel.checkpoint()
+            while (slot := chain.pick(trio.current_time())) is None:
+                await self._wait(run)
+            target = slot.target
+            result = await attempt(run, target, Complete(run.request_for(target.model)))
+            if isinstance(result, LlmResponse):
+                return result
+            failed = result
+
+    async def _settle(self, run: Run, slot: Slot, result: Refused | Cut | ActorError) -> None:
+        """Apply a failed attempt to the chain: a stop (or the deadline) ends the request."""
+        chain = run.chain
+        now = trio.current_time()
+        if isinstance(result, Refused):
+            chain.refused(slot, result.error, now)
+        elif isinstance(result, Cut):
+            chain.last = result.error
+            await self._exhausted(run)
+        else:
+            chain.failed(slot, result, now)  # a stop raises
 
     @asynccontextmanager
     async def stream(
@@ -222,8 +261,18 @@ class ProviderPool:
             budget = self.budget
         elif budget is not None and not isinstance(budget, Budget):
             raise invalid("budget", "a Budget or None", budget)
-        chain = Chain(self.chain, self.resilience.retry.policy_for)
-        return Run(request, chain, budget, self.deadline)
+        return Run(request, self._make_chain, budget, self.deadline)
+
+    def _make_chain(self) -> Chain:
+        breaker = self.resilience.breaker
+        return Chain(
+            self.chain,
+            self.resilience.retry.policy_for,
+            self._blocked,
+            None
+            if breaker is None
+            else lambda target: breaker.model_gone_fast(target.provider, target.model),
+        )
 
     async def _wait(self, run: Run) -> None:
         """Nothing admissible now: sleep until the earliest target is, if that comes
@@ -241,7 +290,7 @@ class ProviderPool:
         failure = exhausted(
             run.request_id,
             tuple(run.attempts),
-            chain.last_error,
+            chain.last_failure(),
             chain.retry_after(trio.current_time()),
         )
         hook = self.on_exhausted

@@ -164,7 +164,7 @@ class Race:
         as a ``done`` outcome, and kept on the runner before the stream's channel closes."""
         try:
             result: Any = await self.attempter.attempt(
-                self.run, runner.slot, message, tap=tap, hedge=runner.hedge
+                self.run, runner.slot.target, message, tap=tap, hedge=runner.hedge
             )
         except ActorError as err:  # a spent budget: it ends the request
             result = _Raise(err)

@@ -71,6 +71,26 @@ class MemoryState:
         breaker = self.breakers.get(key)
         return breaker is None or (breaker.state is BreakerState.CLOSED and breaker.failures == 0)
 
+    def breaker_blocked(self, key: str, now: float) -> float | None:
+        """Seconds until ``breaker_admit`` could admit a call — when it would refuse one
+        now (open before its probe time; half-open with the probe lease held; ``inf``
+        when open for good) — else ``None``. No side effects: the hot path's skip."""
+        breaker = self.breakers.get(key)
+        if breaker is None or breaker.state is BreakerState.CLOSED:
+            return None
+        if breaker.state is BreakerState.OPEN:
+            return breaker.probe_at - now if now < breaker.probe_at else None
+        return breaker.lease_until - now if now < breaker.lease_until else None
+
+    def breaker_permanent(self, key: str) -> bool:
+        """Open for good (until a reset). No side effects."""
+        breaker = self.breakers.get(key)
+        return (
+            breaker is not None
+            and breaker.state is BreakerState.OPEN
+            and breaker.probe_at == math.inf
+        )
+
     async def breaker_admit(self, key: str, *, now: float, lease_ttl: float) -> BreakerSnapshot:
         breaker = self.breakers.get(key)
         if breaker is None:

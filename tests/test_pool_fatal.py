@@ -1,0 +1,167 @@
+"""Fatal errors stop the chain; downgrades, opt-ins and skips move it (routing.py)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from actors import ActorError, Code
+from actors.providers import Capabilities, ToolSpec
+from actors.testing import capture_events
+from actors.testing.chaos import Fault
+from supervisors import Breaker, ProviderPool, Resilience
+from supervisors.pool import MOVES, Move, move_for
+from tests.pool_helpers import faults, fleet, request, rules
+
+
+@pytest.mark.parametrize(("status", "code"), [(401, Code.AUTH), (402, Code.PAYMENT)])
+async def test_auth_and_payment_end_the_request_and_open_the_breaker_for_good(
+    autojump_clock: MockClock, status: int, code: Code
+) -> None:
+    breaker = Breaker()
+    async with fleet({"A": faults(Fault(kind="status", status=status)), "B": None}) as f:
+        pool = ProviderPool(f.targets("A", "B"), resilience=Resilience(breaker=breaker))
+        with capture_events("breaker.transition") as transitions:
+            with pytest.raises(ActorError) as caught:
+                await pool.complete(request())
+            assert caught.value.code is code
+            assert (f.count("A"), f.count("B")) == (1, 0)  # B never called
+            assert str(await breaker.state_of("A")) == "open"
+            # Later requests skip A without asking it, for good.
+            await trio.sleep(3600)
+            reply = await pool.complete(request())
+            assert reply.provider == "B"
+            assert (f.count("A"), f.count("B")) == (1, 1)
+    assert [(t.provider, t.after, t.permanent) for t in transitions] == [("A", "open", True)]
+
+
+async def test_model_not_found_downgrades_on_the_same_provider(autojump_clock: MockClock) -> None:
+    breaker = Breaker()
+    async with fleet({"A": faults(Fault(kind="status", status=404)), "B": None}) as f:
+        pool = ProviderPool(
+            f.targets("A", "B"),
+            downgrades={"A": ["m2"]},
+            resilience=Resilience(breaker=breaker),
+        )
+        reply = await pool.complete(request())
+        assert (reply.provider, reply.model) == ("A", "m2")
+        assert [r.model for r in f.servers["A"].requests] == ["m1", "m2"]
+        assert f.count("B") == 0
+        assert [(a.model, a.outcome, a.code) for a in pool.ledger] == [
+            ("m1", "failed", Code.MODEL_NOT_FOUND),
+            ("m2", "ok", None),
+        ]
+        # The model's breaker is open for good, the provider's is not.
+        assert str(await breaker.state_of("A", "m1")) == "open"
+        assert str(await breaker.state_of("A")) == "closed"
+        again = await pool.complete(request())
+        assert (again.provider, again.model) == ("A", "m2")
+        assert [r.model for r in f.servers["A"].requests] == ["m1", "m2", "m2"]
+
+
+async def test_model_not_found_without_a_downgrade_ends_the_request(
+    autojump_clock: MockClock,
+) -> None:
+    async with fleet({"A": faults(Fault(kind="status", status=404, times=3)), "B": None}) as f:
+        alone = ProviderPool(f.targets("A", "B"))
+        with pytest.raises(ActorError) as caught:
+            await alone.complete(request())
+        assert caught.value.code is Code.MODEL_NOT_FOUND
+        assert f.count("B") == 0
+        exhausted = ProviderPool(f.targets("A", "B"), downgrades={"A": ["m2"]})
+        with pytest.raises(ActorError) as caught:
+            await exhausted.complete(request())
+        assert caught.value.code is Code.MODEL_NOT_FOUND
+        assert [r.model for r in f.servers["A"].requests] == ["m1", "m1", "m2"]
+        assert f.count("B") == 0
+
+
+async def test_content_filter_is_not_routed_around_unless_a_target_opts_in(
+    autojump_clock: MockClock,
+) -> None:
+    script = faults(Fault(kind="content_filter", times=2))
+    async with fleet({"A": script, "B": None, "C": None}) as f:
+        plain = ProviderPool(f.targets("A", "B"))
+        with pytest.raises(ActorError) as caught:
+            await plain.complete(request())
+        assert caught.value.code is Code.CONTENT_FILTER
+        assert f.count("B") == 0
+        opted = ProviderPool(
+            [f.target("A"), f.target("B"), f.target("C", content_filter_fallback=True)]
+        )
+        reply = await opted.complete(request())
+        assert reply.provider == "C"
+        assert (f.count("A"), f.count("B"), f.count("C")) == (2, 0, 1)
+
+
+async def test_context_window_moves_only_to_a_target_marked_larger(
+    autojump_clock: MockClock,
+) -> None:
+    script = faults(Fault(kind="context_length", times=2))
+    async with fleet({"A": script, "B": None, "C": None}) as f:
+        unmarked = ProviderPool(f.targets("A", "B"))
+        with pytest.raises(ActorError) as caught:
+            await unmarked.complete(request())
+        assert caught.value.code is Code.CONTEXT_WINDOW_EXCEEDED
+        assert f.count("B") == 0
+        marked = ProviderPool(
+            [
+                f.target("A", context_window=8192),
+                f.target("B", context_window=4096),  # smaller: not a way out
+                f.target("C", context_window=200_000),
+            ]
+        )
+        reply = await marked.complete(request())
+        assert reply.provider == "C"
+        assert (f.count("A"), f.count("B"), f.count("C")) == (2, 0, 1)
+
+
+async def test_bad_request_stops_the_chain(autojump_clock: MockClock) -> None:
+    async with fleet({"A": faults(Fault(kind="status", status=400)), "B": None}) as f:
+        pool = ProviderPool(f.targets("A", "B"), resilience=Resilience(retry=rules()))
+        with pytest.raises(ActorError) as caught:
+            await pool.complete(request())
+        assert caught.value.code is Code.BAD_REQUEST
+        assert f.count("B") == 0
+        assert trio.current_time() == 0.0
+
+
+async def test_a_target_lacking_a_capability_is_skipped_before_any_http(
+    autojump_clock: MockClock,
+) -> None:
+    models = {"m1": Capabilities(tools=False)}
+    async with fleet({"A": None}, models=models) as fa, fleet({"B": None}) as fb:
+        pool = ProviderPool([fa.target("A"), fb.target("B")])
+        tools = [ToolSpec(name="lookup")]
+        reply = await pool.complete(request(tools=tools))
+        assert reply.provider == "B"
+        assert (fa.count("A"), fb.count("B")) == (0, 1)
+        assert [(a.provider, a.code) for a in pool.ledger] == [
+            ("A", Code.CAPABILITY_MISSING),
+            ("B", None),
+        ]
+
+
+def test_the_routing_table_is_pinned() -> None:
+    assert dict(MOVES) == {
+        Code.MODEL_NOT_FOUND: Move.NEXT_MODEL,
+        Code.CONTEXT_WINDOW_EXCEEDED: Move.LARGER_WINDOW,
+        Code.CONTENT_FILTER: Move.OPT_IN,
+        Code.CAPABILITY_MISSING: Move.SKIP,
+        Code.ACTOR_STOPPED: Move.SKIP,
+        Code.OUTCOME_UNKNOWN: Move.SKIP,
+        Code.CALL_TIMEOUT: Move.SKIP,
+        Code.START_FAILED: Move.SKIP,
+        Code.RESTART_INTENSITY_EXCEEDED: Move.SKIP,
+        Code.CHILD_RESTARTING: Move.SKIP,
+    }
+    for code in Code:
+        error = ActorError.from_code(code)
+        expected = MOVES.get(code, Move.RETRY if error.retryable else Move.STOP)
+        assert move_for(error) is expected, code
+    # retryable overrides: a 503 marked final by x-should-retry stops
+    assert move_for(ActorError.from_code(Code.UNAVAILABLE, retryable=False)) is Move.STOP
+    assert move_for(ActorError.from_code(Code.UNAVAILABLE)) is Move.RETRY
+    for code in (Code.AUTH, Code.PAYMENT, Code.BAD_REQUEST, Code.INTERNAL, Code.CANCELLED):
+        assert move_for(ActorError.from_code(code)) is Move.STOP
