@@ -238,9 +238,10 @@ class Chain:
                 return slot
         return None
 
-    def wake_at(self) -> float | None:
-        """When the earliest slot that is not out becomes admissible (``None``: all out)."""
-        times = [slot.available_at() for slot in self.slots if not slot.out]
+    def wake_at(self, busy: Container[Slot] = ()) -> float | None:
+        """When the earliest slot that is not out (nor ``busy``) becomes admissible
+        (``None``: none is left)."""
+        times = [slot.available_at() for slot in self.slots if not slot.out and slot not in busy]
         return min(times) if times else None
 
     def retry_after(self, now: float) -> float | None:

@@ -91,8 +91,9 @@ class Race:
                     self._start(slot, hedge=bool(running))
                     hedge_due = math.inf if self.hedge_after is None else now + self.hedge_after
                     continue
-                if running:  # nothing to hedge with now: look again when a target is free
-                    hedge_due = chain.wake_at() or math.inf
+                if running:  # nothing to hedge with now: look again when one is free
+                    free_at = chain.wake_at(running)
+                    hedge_due = math.inf if free_at is None or free_at <= now else free_at
             if not running:
                 await self.wait(run)
                 continue
