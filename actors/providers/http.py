@@ -22,6 +22,9 @@ Rules every dialect inherits:
   comments are not the answer);
 * provider JSON is standard JSON, read at its exact types (:mod:`~actors.providers.dialect`);
   a body or an event that is not is ``malformed_response`` — never ``internal``;
+* a 2xx answer to a streaming request is an event stream (``text/event-stream``, any
+  parameters) or it is ``malformed_response`` naming its content type — a server that
+  answers a whole JSON body to a streaming request is not a stream cut short;
 * a stream ends with its terminator or it is a failure: ``network`` (retryable), with the
   usage and the text received so far on the error — never a silent truncation; an error
   event mid-stream is classified like the HTTP error it stands for; any failure mid-stream
@@ -73,6 +76,8 @@ from actors.usage import Usage
 TRAILING_GRACE: Final = 0.5
 #: Bytes of a stream's body read after its terminator, at most.
 TRAILING_BYTES: Final = 64 << 10
+#: The media type a streamed answer must have.
+EVENT_STREAM: Final = "text/event-stream"
 
 
 class HttpProvider(Actor):
@@ -196,6 +201,7 @@ class HttpProvider(Actor):
                 if response.status_code >= 300:
                     raw = await self._read(response, request)
                     raise self._classify(_with_body(response, raw), request)
+                self._check_event_stream(response, request)
                 await self._pump(response, request, state, sink)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ActorError.from_code(
@@ -224,6 +230,24 @@ class HttpProvider(Actor):
             provider=self.config.name,
             model=request.model,
             latency=trio.current_time() - started,
+        )
+
+    def _check_event_stream(self, response: httpx.Response, request: LlmRequest) -> None:
+        """A 2xx answer to a streaming request must be an event stream: anything else is
+        ``malformed_response`` naming what came (a whole JSON answer, an HTML page, no
+        content type), not a stream that ends without its terminator."""
+        content_type = response.headers.get("content-type")
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        if media == EVENT_STREAM:
+            return
+        came = f"content-type {content_type}" if content_type else "no content-type"
+        if media == "application/json":
+            came += " (a whole answer where a stream was asked for)"
+        raise self._malformed(
+            f"HTTP {response.status_code} streaming answer is not an event stream "
+            f"({EVENT_STREAM}): {came}",
+            request,
+            http_status=response.status_code,
         )
 
     async def _pump(

@@ -12,31 +12,54 @@ It speaks the OpenAI-compatible ``POST /v1/chat/completions`` and Anthropic's
 or as a command: ``python -m actors.testing.chaos --port 8099 --script faults.toml``.
 
 Faults (``Fault.kind``), consumed in order from a queue per route (``openai``,
-``anthropic``; ``*`` for any), ``times`` each — stream-only faults wait for the next
-streaming request; with no queued fault, ``probabilities`` (seeded) may pick one:
+``anthropic``; ``*`` for any), ``times`` each; a fault with ``model`` fits only requests
+for that model, and stream-only faults only streaming requests — a fault waits in its
+queue, in its place, for a request it fits; with no queued fault that fits,
+``probabilities`` (seeded) may pick one. A fault recorded against a request was applied
+to it, streaming or not; a value the server could not play is refused when the fault is
+built (``config_invalid``).
 
-| kind | what the client sees |
-|---|---|
-| ``status`` | ``status`` with ``headers`` and the dialect's error body (or ``body``) |
-| ``html`` | a proxy's HTML error page (``status``, default 502) |
-| ``malformed_json`` | 200 with a truncated JSON body |
-| ``latency`` | the normal answer after ``seconds`` |
-| ``hang`` | nothing, for ``seconds`` (default: until the client gives up) |
-| ``reset_before`` | the connection reset before any response |
-| ``reset_mid`` | headers and half a body, then a reset |
-| ``cut_stream`` | ``after`` events, then a clean close (``clean``) or a reset; no terminator |
-| ``stream_error`` | ``after`` stream events, then the dialect's error event (overloaded) |
-| ``slow_stream`` | stream events ``seconds`` apart |
-| ``content_filter`` | the dialect's content-policy refusal (400) |
-| ``context_length`` | the dialect's context-length error (400) |
+| kind | what the client sees, not streaming | streaming |
+|---|---|---|
+| ``status`` | ``status``, ``headers``, the API's error body (or ``body``) | the same |
+| ``html`` | a proxy's HTML page (``status``; 500 is sent as 502) | the same |
+| ``malformed_json`` | 200, the JSON body cut in half | one event's JSON cut in half (a) |
+| ``latency`` | the normal answer after ``seconds`` | the same |
+| ``hang`` | nothing; after ``seconds`` the normal answer (b) | the same |
+| ``reset_before`` | a reset before any response | the same |
+| ``reset_mid`` | headers and half the body, then a reset | half the events (c), a reset |
+| ``cut_stream`` | (waits for a stream) | ``after`` events (c), a close (d) |
+| ``stream_error`` | (waits for a stream) | ``after`` events (c), the error event |
+| ``slow_stream`` | (waits for a stream) | a pause of ``seconds`` after each event |
+| ``content_filter`` | the API's content-policy refusal (400) | the same |
+| ``context_length`` | the API's context-length error (400) | the same |
 
-Every request is recorded (:attr:`ChaosServer.requests`) without secrets: credential
-headers are dropped, and whether a streaming client disconnected early is noted.
+(a) the middle one of the JSON events before the finish; the rest of the stream, its
+terminator included, follows. (b) without ``seconds``, nothing until the client gives up.
+(c) at most the events before the finish: no terminator ever. (d) a clean close
+(``clean``, the default) or a reset. The error event is the API's "overloaded"
+(OpenAI ``{"error": ...}``, Anthropic ``event: error``), then a clean close.
+
+Events count as the server sends them, OpenAI's leading keep-alive comment included; the
+finish is OpenAI's ``finish_reason`` chunk, Anthropic's ``message_delta`` — a stream
+broken by a fault never reaches it. The error bodies are each API's own: for ``status``
+404 OpenAI's ``model_not_found`` (``The model `<model>` does not exist ...``) and
+Anthropic's ``not_found_error``, 401 ``invalid_api_key`` / ``authentication_error``, 402
+``insufficient_quota`` / ``billing_error``, 429 ``rate_limit_exceeded`` /
+``rate_limit_error``.
+
+Every request is recorded (:attr:`ChaosServer.requests`, :class:`RecordedRequest`)
+without secrets: credential headers are dropped. A client that goes away before it has
+the whole answer — while the server waits (``latency``, ``hang``: it stops waiting),
+before the body, mid-stream — is recorded as ``disconnected``, with ``disconnected_at``
+(trio time).
 
 The package: :mod:`~actors.testing.chaos.script` (faults, scripts, TOML),
-:mod:`~actors.testing.chaos.server` (the server), :mod:`~actors.testing.chaos.dialects`
-(the bodies and events each API answers), :mod:`~actors.testing.chaos.wire` (h11
-plumbing), :mod:`~actors.testing.chaos.cli` (the command). Import from here.
+:mod:`~actors.testing.chaos.server` (the server, records),
+:mod:`~actors.testing.chaos.respond` (what a fault makes the server send),
+:mod:`~actors.testing.chaos.dialects` (the bodies and events each API answers),
+:mod:`~actors.testing.chaos.wire` (h11 plumbing), :mod:`~actors.testing.chaos.cli` (the
+command). Import from here.
 """
 
 from actors.testing.chaos.cli import main

@@ -4,7 +4,14 @@
 ``POST /v1/messages`` (``anthropic``); any other path gets 404, a body that is not a
 JSON object 400 — neither consumes a fault nor is recorded. Every routed request asks the
 script for its fault once and is recorded (:class:`RecordedRequest`) before it is
-answered. :func:`chaos_server` runs one for the duration of a block.
+answered (:func:`~actors.testing.chaos.respond.respond`). :func:`chaos_server` runs one
+for the duration of a block.
+
+While a request is answered the server watches its connection: a client that goes away
+before the answer's last byte is sent — during a ``latency`` or ``hang`` (the server
+stops waiting at once), before the body, mid-stream — is recorded as disconnected, at the
+trio time it was noticed, and the answer is abandoned. A client that closes once it has
+the whole answer is not.
 """
 
 from __future__ import annotations
@@ -19,29 +26,22 @@ import h11
 import trio
 
 from actors.redact import SENSITIVE_KEYS
-from actors.testing.chaos.dialects import (
-    answer_for,
-    completion,
-    content_filter_body,
-    context_length_body,
-    error_body,
-    stream_error,
-    stream_events,
-)
+from actors.testing.chaos.respond import respond
 from actors.testing.chaos.script import Fault, FaultScript
-from actors.testing.chaos.wire import (
-    read_request,
-    reset_connection,
-    send_response,
-    start_response,
-)
+from actors.testing.chaos.wire import Exchange, read_request, wait_for_hangup
 
 ROUTES: Mapping[str, str] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 
 
 @attrs.define
 class RecordedRequest:
-    """One request as the server saw it, credentials removed."""
+    """One request as the server saw it, credentials removed.
+
+    ``at`` is the trio time it was read; ``fault`` the kind played on it (``None``: a
+    normal answer). ``disconnected`` says the client went away before the whole answer
+    was sent (at any point: while the server waited, before the body, mid-stream), and
+    ``disconnected_at`` when the server noticed (trio time; ``None`` when it did not).
+    """
 
     route: str
     path: str
@@ -52,6 +52,12 @@ class RecordedRequest:
     at: float
     fault: str | None
     disconnected: bool = False
+    disconnected_at: float | None = None
+
+    def note_disconnect(self, at: float) -> None:
+        """Record that the client went away at ``at`` (the first notice counts)."""
+        if not self.disconnected:
+            self.disconnected, self.disconnected_at = True, at
 
 
 class ChaosServer:
@@ -89,8 +95,8 @@ class ChaosServer:
                 if received is None:
                     return
                 request, body = received
-                reset = await self._answer(conn, stream, request, body)
-                if reset or conn.our_state is h11.MUST_CLOSE:
+                closed = await self._answer(conn, stream, request, body)
+                if closed or conn.our_state is h11.MUST_CLOSE:
                     return
                 conn.start_next_cycle()
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
@@ -101,23 +107,26 @@ class ChaosServer:
     async def _answer(
         self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request, body: bytes
     ) -> bool:
+        """Answer one request; ``True`` when the connection must not be used again."""
         path = request.target.decode("latin-1").split("?", 1)[0]
         route = ROUTES.get(path)
         try:
             payload = json.loads(body) if body else {}
         except ValueError:
             payload = None
+        exchange = Exchange(conn, stream)
         if route is None or not isinstance(payload, dict):
-            await send_response(
-                conn, stream, 404 if route is None else 400, b'{"error": "bad request"}'
-            )
+            status = 404 if route is None else 400
+            await exchange.respond(status, b'{"error": "bad request"}')
             return False
-        fault = self.script.next(route, stream=bool(payload.get("stream")))
+        model = payload.get("model") if isinstance(payload.get("model"), str) else None
+        streaming = payload.get("stream") is True
+        fault = self.script.next(route, stream=streaming, model=model)
         record = RecordedRequest(
             route=route,
             path=path,
-            model=payload.get("model") if isinstance(payload.get("model"), str) else None,
-            stream=bool(payload.get("stream")),
+            model=model,
+            stream=streaming,
             headers={
                 k.decode("latin-1"): v.decode("latin-1")
                 for k, v in request.headers
@@ -128,93 +137,36 @@ class ChaosServer:
             fault=fault.kind if fault else None,
         )
         self.requests.append(record)
-        return await self._respond(conn, stream, route, payload, fault, record)
+        return await self._watched(exchange, route, payload, fault, record)
 
-    async def _respond(
+    async def _watched(
         self,
-        conn: h11.Connection,
-        stream: trio.SocketStream,
+        exchange: Exchange,
         route: str,
         payload: dict[str, Any],
         fault: Fault | None,
         record: RecordedRequest,
     ) -> bool:
-        kind = fault.kind if fault else None
-        if fault is not None and kind in ("latency", "hang"):
-            await trio.sleep(fault.seconds if fault.seconds or kind == "latency" else 3600)
-        if kind == "reset_before":
-            reset_connection(stream)
-            return True
-        if fault is not None and kind == "status":
-            body = fault.body.encode() if fault.body else error_body(route, fault.status)
-            await send_response(conn, stream, fault.status, body, fault.headers)
-            return False
-        if fault is not None and kind == "html":
-            page = b"<html><head><title>502 Bad Gateway</title></head><body>proxy</body></html>"
-            await send_response(
-                conn,
-                stream,
-                fault.status if fault.status != 500 else 502,
-                page,
-                {"content-type": "text/html"},
-            )
-            return False
-        if kind == "content_filter":
-            await send_response(conn, stream, 400, content_filter_body(route))
-            return False
-        if kind == "context_length":
-            await send_response(conn, stream, 400, context_length_body(route))
-            return False
-        text, usage = answer_for(route, payload)
-        if payload.get("stream"):
-            return await self._stream(conn, stream, route, payload, text, usage, fault, record)
-        body = json.dumps(completion(route, payload, text, usage)).encode()
-        if kind == "malformed_json":
-            body = body[: len(body) // 2]
-        if kind == "reset_mid":
-            await start_response(conn, stream, 200, {"content-length": str(len(body))})
-            await stream.send_all(conn.send(h11.Data(data=body[: len(body) // 2])) or b"")
-            reset_connection(stream)
-            return True
-        await send_response(conn, stream, 200, body)
-        return False
+        """:func:`respond`, abandoned as soon as the client goes away (recorded)."""
+        closed = True  # unless the answer is sent in full
+        async with trio.open_nursery() as nursery:
 
-    async def _stream(
-        self,
-        conn: h11.Connection,
-        stream: trio.SocketStream,
-        route: str,
-        payload: dict[str, Any],
-        text: str,
-        usage: tuple[int, int],
-        fault: Fault | None,
-        record: RecordedRequest,
-    ) -> bool:
-        events = stream_events(route, payload, text, usage)
-        kind = fault.kind if fault else None
-        await start_response(conn, stream, 200, {"content-type": "text/event-stream"})
-        try:
-            for number, event in enumerate(events):
-                if (
-                    fault is not None
-                    and kind in ("cut_stream", "stream_error")
-                    and number == fault.after
-                ):
-                    if kind == "stream_error":
-                        await stream.send_all(conn.send(h11.Data(data=stream_error(route))) or b"")
-                        break
-                    if not fault.clean:
-                        reset_connection(stream)
-                        return True
-                    break
-                await stream.send_all(conn.send(h11.Data(data=event)) or b"")
-                if fault is not None and kind == "slow_stream":
-                    await trio.sleep(fault.seconds)
-            await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            record.disconnected = True
-            raise
-        return False
+            async def watch() -> None:
+                if await wait_for_hangup(exchange.conn, exchange.stream):
+                    if not exchange.complete:
+                        record.note_disconnect(trio.current_time())
+                    nursery.cancel_scope.cancel(reason="the client went away")
+
+            nursery.start_soon(watch)
+            try:
+                closed = await respond(exchange, route, payload, fault)
+            except trio.BrokenResourceError:
+                if not exchange.complete:
+                    record.note_disconnect(trio.current_time())
+            except (trio.ClosedResourceError, h11.ProtocolError):
+                closed = True  # our side closed it, or h11 cannot go on: close it
+            nursery.cancel_scope.cancel(reason="answered")
+        return closed or record.disconnected
 
 
 @asynccontextmanager

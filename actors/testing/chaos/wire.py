@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
+import attrs
 import h11
 import trio
 
@@ -34,31 +35,66 @@ async def read_request(
             return None
 
 
-async def start_response(
-    conn: h11.Connection, stream: trio.SocketStream, status: int, headers: Mapping[str, str]
-) -> None:
-    """Send the status line and headers (plus ``server: chaos``); the body follows separately."""
-    pairs = [("server", "chaos"), *headers.items()]
-    await stream.send_all(conn.send(h11.Response(status_code=status, headers=pairs)) or b"")
+async def wait_for_hangup(conn: h11.Connection, stream: trio.SocketStream) -> bool:
+    """Wait, while a request is being answered, for the client to go away.
+
+    ``True`` when it did: end of file (it closed its connection, or shut down its
+    sending side — a client that did so after its request is taken to have given up) or
+    a reset. ``False`` when our side closed the socket (a scripted reset). Bytes that
+    arrive meanwhile (a next request, pipelined) are handed to h11 for the next cycle.
+    Cancel it when the answer is sent.
+    """
+    while True:
+        try:
+            data = await stream.receive_some(65536)
+        except trio.BrokenResourceError:
+            return True
+        except trio.ClosedResourceError:
+            return False
+        if not data:
+            return True
+        conn.receive_data(data)
 
 
-async def send_response(
-    conn: h11.Connection,
-    stream: trio.SocketStream,
-    status: int,
-    body: bytes,
-    headers: Mapping[str, str] | None = None,
-) -> None:
-    """Send a complete response: ``body`` as JSON unless ``headers`` say otherwise."""
-    all_headers = {"content-type": "application/json", **(headers or {})}
-    all_headers["content-length"] = str(len(body))
-    await start_response(conn, stream, status, all_headers)
-    await stream.send_all(conn.send(h11.Data(data=body)) or b"")
-    await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+@attrs.define
+class Exchange:
+    """One response being sent on ``stream``; ``complete`` once its last byte is handed
+    to the kernel (the client may then close without having given up)."""
 
+    conn: h11.Connection
+    stream: trio.SocketStream
+    complete: bool = False
 
-def reset_connection(stream: trio.SocketStream) -> None:
-    """Close with RST (SO_LINGER 0), as a crashed proxy would."""
-    sock = stream.socket
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    sock.close()
+    async def start(self, status: int, headers: Mapping[str, str]) -> None:
+        """Send the status line and headers (plus ``server: chaos``); the body follows."""
+        pairs = [("server", "chaos"), *headers.items()]
+        await self._send(self.conn.send(h11.Response(status_code=status, headers=pairs)))
+
+    async def data(self, data: bytes) -> None:
+        """Send a piece of the body."""
+        await self._send(self.conn.send(h11.Data(data=data)))
+
+    async def end(self, data: bytes = b"") -> None:
+        """Send the last piece of the body (if any) and end it: the exchange is complete."""
+        framed = self.conn.send(h11.Data(data=data)) if data else b""
+        await self._send((framed or b"") + (self.conn.send(h11.EndOfMessage()) or b""))
+        self.complete = True
+
+    async def respond(
+        self, status: int, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Send a complete response: ``body`` as JSON unless ``headers`` say otherwise."""
+        all_headers = {"content-type": "application/json", **(headers or {})}
+        all_headers["content-length"] = str(len(body))
+        await self.start(status, all_headers)
+        await self.end(body)
+
+    def reset(self) -> None:
+        """Close with RST (SO_LINGER 0), as a crashed proxy would."""
+        sock = self.stream.socket
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.close()
+
+    async def _send(self, data: bytes | None) -> None:
+        if data:
+            await self.stream.send_all(data)
