@@ -45,9 +45,7 @@ class Hook:
 
 
 def pool_of(f: Any, hook: Any, *providers: str) -> ProviderPool:
-    return ProviderPool(
-        f.targets(*providers), resilience=Resilience(retry=ONCE), on_exhausted=hook
-    )
+    return ProviderPool(f.targets(*providers), resilience=Resilience(retry=ONCE), on_exhausted=hook)
 
 
 async def test_retry_later_waits_then_walks_the_chain_again(autojump_clock: MockClock) -> None:

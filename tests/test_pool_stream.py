@@ -38,7 +38,8 @@ async def test_a_stream_cut_before_its_first_event_is_served_by_the_next_target(
 async def test_a_stream_cut_after_three_events_fails_typed_with_the_partial_text(
     autojump_clock: MockClock,
 ) -> None:
-    async with fleet({"A": faults(Fault(kind="cut_stream", after=4)), "B": None}) as f:
+    # OpenAI's SSE: a keep-alive comment, the role's delta, then one chunk a word.
+    async with fleet({"A": faults(Fault(kind="cut_stream", after=5)), "B": None}) as f:
         pool = ProviderPool(f.targets("A", "B"), resilience=Resilience(retry=rules()))
         received: list[str] = []
         with pytest.raises(ActorError) as caught:
@@ -90,9 +91,7 @@ async def test_every_target_failing_a_stream_raises_all_providers_failed(
 ) -> None:
     scripts = {"A": faults(Fault(kind="status", status=503, times=4)), "B": None}
     async with fleet(scripts) as f:
-        pool = ProviderPool(
-            f.targets("A"), resilience=Resilience(retry=rules()), deadline=100.0
-        )
+        pool = ProviderPool(f.targets("A"), resilience=Resilience(retry=rules()), deadline=100.0)
         with pytest.raises(AllProvidersFailed) as caught:
             async with pool.stream(request(TEXT)) as events:
                 async for _ in events:
