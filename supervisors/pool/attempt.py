@@ -280,22 +280,30 @@ class Attempter:
         *,
         hedge: bool,
     ) -> Attempt:
-        entry = Attempt(
-            request_id=run.request_id,
-            number=number,
-            provider=target.provider,
-            model=target.model,
-            outcome=outcome,
-            code=code,
-            started_at=started,
-            latency=trio.current_time() - started,
-            usage=usage,
-            cost=self.ledger.cost(usage, target.provider, target.model),
-            usage_estimated=estimated,
-            hedge=hedge,
+        ledger = self.ledger
+        provider, model = target.provider, target.model
+        # tuple.__new__ through _make, in Attempt's field order: no Python-level __new__
+        # on a path every attempt takes.
+        entry = Attempt._make(
+            (
+                run.request_id,
+                number,
+                provider,
+                model,
+                outcome,
+                code,
+                started,
+                trio.current_time() - started,
+                usage,
+                None
+                if usage is None or (usage.cost is None and not ledger.prices)
+                else ledger.cost(usage, provider, model),
+                estimated,
+                hedge,
+            )
         )
         run.attempts.append(entry)
-        return self.ledger.record(entry)
+        return ledger.record(entry)
 
     @staticmethod
     async def _charge(run: Run, entry: Attempt) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Literal, NamedTuple, TypeVar
+from typing import Final, Literal, NamedTuple, TypeVar
 
 import attrs
 
@@ -94,6 +94,10 @@ class Totals:
         self.cost += other.cost
 
 
+#: Attempts recorded before the totals take them in (when nobody reads them sooner).
+FOLD_EVERY: Final = 256
+
+
 class Ledger:
     """Every attempt of a pool: totals for its life, the last ``keep`` entries."""
 
@@ -102,15 +106,28 @@ class Ledger:
     ) -> None:
         self.prices = dict(prices or {})
         self.entries: collections.deque[Attempt] = collections.deque(maxlen=keep)
-        # Totals by (provider, model, outcome): one lookup per attempt; the views below
-        # add them up when read.
+        # Totals by (provider, model, outcome). Recording an attempt only appends it to
+        # _unfolded (the hot path); the totals take them in when read, or every
+        # FOLD_EVERY attempts, so the list stays short.
         self._totals: dict[tuple[str, str, str], Totals] = {}
+        self._unfolded: list[Attempt] = []
+
+    def _fold(self) -> dict[tuple[str, str, str], Totals]:
+        totals_by_key = self._totals
+        for entry in self._unfolded:
+            key = (entry.provider, entry.model, entry.outcome)
+            totals = totals_by_key.get(key)
+            if totals is None:
+                totals = totals_by_key[key] = Totals()
+            totals.add(entry)
+        self._unfolded.clear()
+        return totals_by_key
 
     @property
     def total(self) -> Totals:
         """Every attempt of the pool's life."""
         total = Totals()
-        for totals in self._totals.values():
+        for totals in self._fold().values():
             total.merge(totals)
         return total
 
@@ -126,13 +143,15 @@ class Ledger:
 
     def _group(self, key_of: Callable[[tuple[str, str, str]], _K]) -> dict[_K, Totals]:
         groups: dict[_K, Totals] = collections.defaultdict(Totals)
-        for key, totals in self._totals.items():
+        for key, totals in self._fold().items():
             groups[key_of(key)].merge(totals)
         return dict(groups)
 
     def cost(self, usage: Usage | None, provider: str, model: str) -> float | None:
         """The cost of ``usage`` (see the module docstring); ``None`` when unknown."""
-        if usage is None or (usage.cost is None and not self.prices):
+        if usage is None:
+            return None
+        if usage.cost is None and not self.prices:
             return None
         return cost_of(self.prices, usage, provider, model)
 
@@ -140,11 +159,10 @@ class Ledger:
         """Add ``entry`` to the totals and the recent entries, and report it: an answered
         attempt as ``pool.attempt`` (debug), any other as ``pool.attempt_failed``."""
         self.entries.append(entry)
-        key = (entry.provider, entry.model, entry.outcome)
-        totals = self._totals.get(key)
-        if totals is None:
-            totals = self._totals[key] = Totals()
-        totals.add(entry)
+        unfolded = self._unfolded
+        unfolded.append(entry)
+        if len(unfolded) >= FOLD_EVERY:
+            self._fold()
         ok = entry.outcome == "ok"
         if ok and not enabled(logging.DEBUG):
             return entry

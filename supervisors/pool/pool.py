@@ -163,34 +163,58 @@ class ProviderPool:
                 winner = await self._race(run, nursery, stream=False).settle()
                 nursery.cancel_scope.cancel(reason="a hedged attempt answered")
             return winner.result  # type: ignore[return-value]
-        attempt = self._attempter.attempt
+        target = self.chain[0]
         blocked = self._blocked
-        # The first pass needs no chain: the targets in order, skipping those whose
-        # breaker is known to refuse them; a chain is made only when an attempt fails.
-        targets = self.chain
-        index, target, skipped = 0, targets[0], None
-        if blocked is not None:
-            while (wait := blocked(target)) is not None:
-                if wait == math.inf:  # out for good: the chain decides where to go
-                    index = len(targets)
-                    break
-                skipped = [*(skipped or ()), (index, wait)]
-                index += 1
-                if index == len(targets):
-                    break
-                target = targets[index]
-        slot: Slot | None = None
-        failed: Refused | Cut | ActorError | None = None
-        if index < len(targets):
-            result = await attempt(run, target, Complete(run.request_for(target.model)))
+        wait = None if blocked is None else blocked(target)
+        if wait is None:
+            result = await self._attempter.attempt(
+                run, target, Complete(run.request_for(target.model))
+            )
             if isinstance(result, LlmResponse):
                 return result
-            failed, slot = result, run.chain.slots[index]
-            run.chain.cursor = index + 1
+            return await self._walk(run, [], 0, result)
+        return await self._walk(run, [(0, wait)], None, None)
+
+    async def _walk(
+        self,
+        run: Run,
+        skipped: list[tuple[int, float]],
+        index: int | None,
+        failed: Refused | Cut | ActorError | None,
+    ) -> LlmResponse:
+        """The chain after the first target: it failed (``index`` 0, ``failed``), or its
+        breaker is known to refuse it (``index`` ``None``).
+
+        While no attempt has failed, no chain is made: the targets are taken in order,
+        skipping those whose breaker is known to refuse them (a target out for good
+        leaves the choice to the chain). The chain is made at the first failure."""
+        attempt = self._attempter.attempt
+        targets = self.chain
+        if index is None and skipped[-1][1] != math.inf:
+            blocked = self._blocked
+            assert blocked is not None  # only a breaker skips the first target
+            position, wait = 1, None
+            while position < len(targets):
+                wait = blocked(targets[position])
+                if wait is None or wait == math.inf:
+                    break
+                skipped.append((position, wait))
+                position += 1
+            if position < len(targets) and wait is None:
+                target = targets[position]
+                result = await attempt(run, target, Complete(run.request_for(target.model)))
+                if isinstance(result, LlmResponse):
+                    return result
+                index, failed = position, result
         chain = run.chain
         now = trio.current_time()
-        for skipped_index, wait in skipped or ():
-            chain.skip(chain.slots[skipped_index], wait, now)
+        for position, wait in skipped:
+            if wait != math.inf:  # a target out for good is the chain's to judge
+                chain.skip(chain.slots[position], wait, now)
+        slot: Slot | None = None
+        if index is not None:
+            slot = chain.slots[index]
+            chain.cursor = index + 1
         while True:
             if slot is not None and failed is not None:
                 await self._settle(run, slot, failed)
