@@ -10,6 +10,7 @@ from actors.providers.anthropic import AnthropicDialect, AnthropicProvider
 from actors.providers.base import (
     Capabilities,
     Complete,
+    EventStream,
     LlmProvider,
     LlmRequest,
     LlmResponse,
@@ -34,6 +35,7 @@ __all__ = [
     "Complete",
     "Dialect",
     "ErrorAnswer",
+    "EventStream",
     "HttpProvider",
     "LlmProvider",
     "LlmRequest",

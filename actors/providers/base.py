@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Literal, Protocol
 
@@ -304,14 +304,28 @@ class Stream:
     )
 
 
+class EventStream(Protocol):
+    """A streamed answer as its consumer sees it: events by ``async for``; after a
+    complete stream ``response`` is the assembled answer, after a failed one ``error``
+    is what the iteration raised (typed, with the partial text)."""
+
+    response: LlmResponse | None
+    error: ActorError | None
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]: ...
+
+    async def __anext__(self) -> StreamEvent: ...
+
+
 class LlmProvider(Protocol):
-    """What a node runner needs from a model provider."""
+    """What a node runner needs from a model provider: a provider actor's
+    :class:`~actors.providers.ProviderClient`, or a provider pool."""
 
     name: str
 
     async def complete(self, request: LlmRequest) -> LlmResponse: ...
 
-    def stream(self, request: LlmRequest) -> AbstractAsyncContextManager[StreamReader]: ...
+    def stream(self, request: LlmRequest) -> AbstractAsyncContextManager[EventStream]: ...
 
 
 class StreamReader:

@@ -33,14 +33,14 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 from actors import ActorError, Code
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
-from actors.providers import Complete, LlmRequest, LlmResponse, StreamEvent
+from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse, StreamEvent
 from supervisors.budget import Budget, Price
 from supervisors.pool.attempt import Attempter, Cut, Refused, Run
 from supervisors.pool.chain import Blocked, Chain, Slot
@@ -401,6 +401,12 @@ class PoolStream:
             error.usage = runner.tap.usage  # estimated (the ledger entry says so)
         self.error = error
         raise error
+
+
+if TYPE_CHECKING:
+
+    def _a_pool_is_a_provider(pool: ProviderPool) -> LlmProvider:
+        return pool  # mypy checks ProviderPool against the protocol
 
 
 def _prices(prices: Mapping[tuple[str, str], Price] | None) -> dict[tuple[str, str], Price]:
