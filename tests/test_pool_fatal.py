@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import ActorError, Code
+from actors import Actor, ActorError, Code, open_runtime
 from actors.providers import Capabilities, ToolSpec
 from actors.testing import capture_events
 from actors.testing.chaos import Fault
-from supervisors import Breaker, ProviderPool, Resilience
+from supervisors import Breaker, ProviderPool, Resilience, Target
 from supervisors.pool import MOVES, Move, move_for
 from tests.pool_helpers import faults, fleet, request, rules
 
@@ -165,3 +167,38 @@ def test_the_routing_table_is_pinned() -> None:
     assert move_for(ActorError.from_code(Code.UNAVAILABLE)) is Move.RETRY
     for code in (Code.AUTH, Code.PAYMENT, Code.BAD_REQUEST, Code.INTERNAL, Code.CANCELLED):
         assert move_for(ActorError.from_code(code)) is Move.STOP
+
+
+class NotAProvider(Actor):
+    """Answers every message with text: a misconfigured target."""
+
+    async def handle(self, message: Any) -> Any:
+        return "hello"
+
+
+async def test_a_target_that_is_not_a_provider_ends_the_request_as_internal(
+    autojump_clock: MockClock,
+) -> None:
+    async with fleet({"B": None}) as f, open_runtime() as runtime:
+        wrong = await runtime.spawn(NotAProvider)
+        breaker = Breaker()
+        pool = ProviderPool(
+            [Target(ref=wrong, provider="W", model="m1"), f.target("B")],
+            resilience=Resilience(breaker=breaker),
+        )
+        with pytest.raises(ActorError, match="answered a str, not an LlmResponse") as caught:
+            await pool.complete(request())
+        assert caught.value.code is Code.INTERNAL  # a bug is not routed around
+        assert f.count("B") == 0
+        assert str(await breaker.state_of("W")) == "closed"  # not the provider's fault
+        [entry] = pool.ledger
+        assert (entry.provider, entry.outcome, entry.code) == ("W", "failed", Code.INTERNAL)
+
+
+async def test_a_request_id_that_is_not_text_is_written_as_text(
+    autojump_clock: MockClock,
+) -> None:
+    async with fleet({"A": None}) as f:
+        pool = ProviderPool(f.targets("A"))
+        await pool.complete(request(metadata={"request_id": 42}))  # type: ignore[dict-item]
+        assert [a.request_id for a in pool.ledger] == ["42"]

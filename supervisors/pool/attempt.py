@@ -107,7 +107,8 @@ class Run:
         deadline: float | None,
     ) -> None:
         self.request = request
-        self.request_id = request.metadata.get("request_id") or f"pool-{next(_request_ids)}"
+        given = request.metadata.get("request_id")
+        self.request_id = str(given) if given else f"pool-{next(_request_ids)}"
         self._make_chain = make_chain
         self._chain: Chain | None = None
         self.budget = budget
@@ -227,6 +228,18 @@ class Attempter:
                 await breaker.record(admission, _cancelled(provider, model))  # type: ignore[union-attr]
             self._enter(run, target, number, started, "failed", cut.code, None, hedge=hedge)
             return Cut(cut)
+        if not isinstance(reply, LlmResponse):  # the target is not a provider actor
+            error = ActorError.from_code(
+                Code.INTERNAL,
+                f"target {provider}/{model} answered a {type(reply).__name__}, not an LlmResponse",
+                provider=provider,
+                model=model,
+            )
+            if admission is not None:
+                await breaker.record(admission, error)  # type: ignore[union-attr]
+            if permit is not None:
+                await return_permit(limiter, permit, error, True)  # type: ignore[arg-type]
+            return await self._failed(run, target, number, started, error, tap, hedge)
         if admission is not None and not admission.clean:
             await breaker.record(admission, None)  # type: ignore[union-attr]
         usage = reply.usage
@@ -237,7 +250,7 @@ class Attempter:
         entry = self._enter(run, target, number, started, "ok", None, usage, hedge=hedge)
         if budget is not None:
             await self._charge(run, entry)
-        return reply  # type: ignore[no-any-return]
+        return reply
 
     async def _failed(
         self,

@@ -97,15 +97,18 @@ class Race:
             if not running:
                 await self.wait(run)
                 continue
+            outcome = None
             with trio.move_on_at(hedge_due if len(running) < self.width else math.inf):
-                kind, runner, value = await self._outcomes.receive()
+                outcome = await self._outcomes.receive()
+            if outcome is not None:  # else the hedge is due: the loop starts one
+                kind, runner, value = outcome
                 winner = self._outcome(kind, runner, value)
                 if winner is not None:
                     for other in running.values():
                         other.scope.cancel()
                     return winner
-                if isinstance(runner.result, Cut):
-                    await self.exhausted(run)
+                if kind == "done" and isinstance(value, Cut):
+                    await self.exhausted(run)  # outside the hedge timer: a hook may take long
             await trio.lowlevel.checkpoint()
 
     def _outcome(self, kind: Kind, runner: Runner, value: Any) -> Runner | None:
