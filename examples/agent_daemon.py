@@ -2,64 +2,91 @@
 
 It starts the embedded chaos provider on loopback, builds a supervisor tree in code —
 an OpenAI-compatible provider "alpha", an Anthropic-compatible provider "beta" and a
-flaky tool — and sends a few dozen requests through retries, circuit breakers and a
-fallback from alpha to beta, while the fault script injects 429s with Retry-After, a
-503 burst, a timeout and cut streams. It prints structured logs, then a summary:
-requests, outcomes by code, attempts, retries, breaker transitions, supervisor
-decisions, and tokens — failed attempts included. Finishes in well under 30 s.
+flaky tool — and sends a few dozen requests through one :class:`~supervisors.ProviderPool`
+(alpha's large model first, beta as the fallback, alpha's mini model as a downgrade),
+phase by phase, each phase queueing its own faults on the chaos server:
+
+1. rate limits — two 429s with ``Retry-After: 1``: the pool rotates to beta at once;
+2. a 503 burst — each request falls back to beta at once; the third 503 in a row opens
+   alpha's breaker, and then nothing is sent to alpha (a refusal is not an attempt);
+3. cool-down — requests every 0.25 s: alpha's probe closes its breaker again;
+4. slow and hung — a slow alpha is hedged after 0.4 s: beta answers first and alpha's
+   request is cancelled (ledger: ``cancelled``, no breaker verdict, no charge); a hung
+   alpha is hedged on a slow beta, then times out (read timeout 0.8 s), and alpha's mini
+   model, started in its place, answers before beta;
+5. streams — one cut before its first event (the pool falls back to beta), one cut after
+   three text events (the consumer gets a typed failure with the partial text);
+6. everyone throttled — 429s with ``Retry-After: 3`` on every target, past the request's
+   2 s deadline: the chain ends at once (``all_providers_failed``) and the
+   ``on_exhausted`` hook decides to wait the 3 s and walk the chain again;
+7. a model retired — alpha answers 404 for its large model: ``model_not_found`` moves
+   to alpha's mini model.
+
+It prints structured logs, then a summary: requests, outcomes by code, who served them,
+retries, breaker transitions, supervisor decisions, escalations, and the pool's ledger —
+attempts by outcome, tokens and cost (total and by target), failed attempts included.
+Finishes by itself in well under 30 s; exits 0 when requests were served.
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 import trio
 
 from actors import Actor, ActorError, Code, configure_logging, get_logger
-from actors.events import BreakerTransition, Event, RetryScheduled, SupervisorDecision
+from actors.events import (
+    BreakerTransition,
+    Event,
+    PoolEscalated,
+    RetryScheduled,
+    SupervisorDecision,
+)
 from actors.observe import add_event_hook
 from actors.providers import (
     AnthropicProvider,
-    Complete,
     LlmRequest,
-    LlmResponse,
     Message,
     OpenAIProvider,
-    ProviderClient,
     ProviderConfig,
 )
-from actors.testing.chaos import Fault, FaultScript, chaos_server
+from actors.testing.chaos import Fault, FaultScript, Route, chaos_server
 from supervisors import (
+    AllProvidersFailed,
     Backoff,
     Breaker,
     BreakerConfig,
     Budget,
     BudgetLimits,
     ChildSpec,
+    Price,
+    ProviderPool,
     Resilience,
+    RetryLater,
     RetryPolicy,
     RetryRules,
     SupervisorSpec,
+    Target,
+    Tree,
     open_tree,
-    retrying,
 )
 
 log = get_logger("demo")
 
-# Faults, in order, per provider route.
-SCRIPT = FaultScript(
-    faults=[
-        Fault(kind="status", route="openai", status=429, headers={"retry-after": "1"}, times=2),
-        Fault(kind="latency", route="openai", seconds=0.05),
-        Fault(kind="status", route="openai", status=503, times=4),  # a burst: alpha's breaker opens
-        Fault(kind="hang", route="openai", seconds=3),  # a timeout (read timeout 0.8 s)
-        Fault(kind="cut_stream", route="openai", after=3),
-        Fault(kind="cut_stream", route="anthropic", after=4, clean=False),
-    ]
-)
+ALPHA_LARGE, ALPHA_MINI, BETA_MODEL = "alpha-large", "alpha-mini", "beta-sonnet"
+
+#: Example prices in dollars per million input / output tokens — made up, in the range
+#: of public list prices for a large model, a small one and a large one elsewhere.
+PRICES = {
+    ("alpha", ALPHA_LARGE): Price(input_per_mtok=2.50, output_per_mtok=10.00),
+    ("alpha", ALPHA_MINI): Price(input_per_mtok=0.15, output_per_mtok=0.60),
+    ("beta", BETA_MODEL): Price(input_per_mtok=3.00, output_per_mtok=15.00),
+}
 
 # Seed 003's schedules, scaled down so the demo runs in seconds (Retry-After is honoured
 # exactly, as in production).
@@ -72,12 +99,28 @@ RULES = RetryRules(
         Code.NETWORK: RetryPolicy(max_attempts=3, backoff=FAST),
         Code.MALFORMED_RESPONSE: RetryPolicy(max_attempts=3, backoff=FAST),
     },
-    deadline=10.0,
+    deadline=2.0,  # per request, every attempt and wait included (the pool's deadline)
 )
+# Three failures in a row open a breaker; it probes again 1.5 s later.
 BREAKER = BreakerConfig(
-    cooldowns={Code.UNAVAILABLE: 2.0, Code.TIMEOUT: 2.0, Code.RATE_LIMITED: 2.0},
+    failure_threshold=3,
+    cooldowns={Code.UNAVAILABLE: 1.5, Code.TIMEOUT: 1.5, Code.NETWORK: 1.5},
     early_probe=0.0,
 )
+READ_TIMEOUT = 0.8  # seconds: a hung provider is a `timeout` after this
+HEDGE_AFTER = 0.4  # seconds without an answer before the next target starts beside it
+
+
+def status(code: int, route: Route, *, times: int = 1, retry_after: str | None = None) -> Fault:
+    """The next ``times`` requests on ``route`` answered with HTTP ``code``."""
+    headers = {} if retry_after is None else {"retry-after": retry_after}
+    return Fault(kind="status", route=route, status=code, times=times, headers=headers)
+
+
+def cut_stream(after: int) -> Fault:
+    """Alpha's next stream ends after ``after`` SSE events (the first is a keep-alive
+    comment, each next one a word of text) without its terminator."""
+    return Fault(kind="cut_stream", route="openai", after=after)
 
 
 class FlakyTool(Actor):
@@ -99,103 +142,210 @@ class Summary:
     retries: int = 0
     transitions: list[str] = attrs.Factory(list)
     decisions: list[str] = attrs.Factory(list)
+    escalations: list[str] = attrs.Factory(list)
 
     def hook(self, event: Event) -> None:
         """An event hook: typed records, whatever the log level."""
         match event:
             case RetryScheduled():
                 self.retries += 1
-            case BreakerTransition(provider=provider, before=before, after=after):
-                self.transitions.append(f"{provider}: {before} -> {after}")
+            case BreakerTransition(provider=provider, model=model, before=before, after=after):
+                key = provider if model is None else f"{provider}/{model}"
+                self.transitions.append(f"{key}: {before} -> {after}")
             case SupervisorDecision(child=child, error=error, directive=directive):
                 self.decisions.append(f"{child}: {error.code} -> {directive}")
+            case PoolEscalated(decision=decision, by=by, category=category, attempts=attempts):
+                self.escalations.append(f"{decision} by {by} ({category}, {attempts} attempts)")
 
 
-def usage_of(reply: LlmResponse) -> Any:
-    return reply.usage
+@attrs.define
+class Daemon:
+    """The demo's requests: each through the pool, every fifth one using the tool."""
+
+    tree: Tree
+    pool: ProviderPool
+    script: FaultScript
+    summary: Summary
+    numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+
+    def request(self, number: int, text: str) -> LlmRequest:
+        return LlmRequest(
+            model=ALPHA_LARGE,  # each target puts its own model in
+            messages=[Message(role="user", content=f"question {number}: {text}")],
+            max_tokens=64,
+            metadata={"request_id": f"req-{number}"},
+        )
+
+    async def ask(self, text: str = "how are the actors?") -> None:
+        """One request through the pool (``complete``)."""
+        number = next(self.numbers)
+        if number % 5 == 0:
+            try:
+                await self.tree.ref("tool").call(f"lookup {number}", timeout=2)
+            except ActorError as err:
+                log.info("demo.tool_failed", request=number, code=str(err.code))
+        try:
+            reply = await self.pool.complete(self.request(number, text))
+        except ActorError as err:
+            log.warning("demo.request_failed", request=number, code=str(err.code))
+            self.summary.outcomes[str(err.code)] += 1
+            return
+        self.summary.outcomes["ok"] += 1
+        self.summary.served_by[f"{reply.provider}/{reply.model}"] += 1
+
+    async def stream(self, text: str) -> None:
+        """One streamed request: the pool falls back only before the first event."""
+        number = next(self.numbers)
+        pieces: list[str] = []
+        try:
+            async with self.pool.stream(self.request(number, text)) as events:
+                async for event in events:
+                    if event.kind == "text":
+                        pieces.append(event.text)
+        except ActorError as err:
+            # Events reached us: no fallback. The failure is typed, with what was said
+            # and its usage (estimated when the provider did not report it).
+            entry = self.pool.ledger.of(f"req-{number}")[-1]
+            log.warning(
+                "demo.stream_cut",
+                request=number,
+                code=str(err.code),
+                partial_text=err.partial_text,
+                tokens=None if err.usage is None else err.usage.total_tokens,
+                outcome=entry.outcome,
+                estimated=entry.usage_estimated,
+            )
+            self.summary.outcomes[str(err.code)] += 1
+            return
+        assert events.response is not None
+        log.info("demo.streamed", request=number, text="".join(pieces))
+        self.summary.outcomes["ok"] += 1
+        self.summary.served_by[f"{events.response.provider}/{events.response.model} (stream)"] += 1
+
+    async def batch(self, count: int, *, every: float = 0.0) -> None:
+        """``count`` requests at once, or one every ``every`` seconds."""
+        async with trio.open_nursery() as nursery:
+            for _ in range(count):
+                nursery.start_soon(self.ask)
+                if every:
+                    await trio.sleep(every)
+
+    async def phase(self, name: str, *faults: Fault) -> None:
+        log.info("demo.phase", phase=name, faults=[f.kind for f in faults])
+        self.script.push(*faults)
+
+
+async def run_phases(daemon: Daemon) -> None:
+    """The phases, one after the other. Steady traffic after a phase's faults lets
+    successes reset alpha's failure count, so one phase's failures do not carry into the
+    next."""
+    phase, ask, batch, stream = daemon.phase, daemon.ask, daemon.batch, daemon.stream
+    await phase("rate limits", status(429, "openai", times=2, retry_after="1"))
+    await batch(8)
+    await batch(4)
+
+    await phase("503 burst", status(503, "openai", times=3))
+    for _ in range(6):
+        await ask()
+
+    await phase("cool-down: alpha's probe")
+    await batch(8, every=0.25)
+
+    await phase("slow alpha: hedged", Fault(kind="latency", route="openai", seconds=0.7))
+    await ask()
+    await phase(
+        "hung alpha: a timeout",
+        Fault(kind="hang", route="openai", seconds=3),
+        Fault(kind="latency", route="anthropic", seconds=0.5),
+    )
+    await ask()
+    await batch(4)
+
+    await phase("stream cut before its first event", cut_stream(after=1))
+    await stream("stream me a short answer")
+    await phase("stream cut mid-answer", cut_stream(after=4))
+    await stream("stream me a longer answer, please")
+    await batch(4)
+
+    # Every target throttled for longer than the deadline: the chain ends at once, and
+    # the on-call's hook decides to wait for the Retry-After and walk it again.
+    await phase(
+        "everyone throttled past the deadline",
+        status(429, "openai", times=2, retry_after="3"),  # alpha-large, then alpha-mini
+        status(429, "anthropic", retry_after="3"),
+    )
+    await ask()
+    await batch(4)
+
+    await phase("alpha retires its large model", status(404, "openai"))
+    await ask()
+    await ask()
+
+
+def on_exhausted_once() -> Callable[[AllProvidersFailed], Awaitable[RetryLater | None]]:
+    """The on-call's rule: a request whose chain is exhausted gets one more walk, after
+    the earliest ``retry_after`` the targets gave (else a second); the second time it
+    fails as it is (the hook is asked each time the chain is exhausted)."""
+    retried: set[str] = set()
+
+    async def decide(failure: AllProvidersFailed) -> RetryLater | None:
+        # The failure names its request only through its attempts (none: all refused).
+        request_id = failure.attempts[0].request_id if failure.attempts else None
+        if request_id is None or request_id in retried:
+            return None
+        retried.add(request_id)
+        wait = failure.retry_after if failure.retry_after is not None else 1.0
+        return RetryLater(seconds=wait, by="demo-oncall")
+
+    return decide
 
 
 def provider_config(name: str, url: str) -> ProviderConfig:
     return ProviderConfig(
-        name=name, base_url=url, api_key=f"sk-demo-{name}-not-a-real-key", read_timeout=0.8
+        name=name,
+        base_url=url,
+        api_key=f"sk-demo-{name}-not-a-real-key",
+        read_timeout=READ_TIMEOUT,
     )
 
 
-async def ask(
-    number: int,
-    tree: Any,
-    resilience: Resilience,
-    budget: Budget,
-    summary: Summary,
+OUTCOMES = ("ok", "failed", "partial", "cancelled")
+
+
+def print_summary(
+    elapsed: float, summary: Summary, pool: ProviderPool, budget: Budget, http: int
 ) -> None:
-    """One request: alpha first, beta as the fallback; every fifth one uses the tool."""
-    request = LlmRequest(
-        model="demo-model",
-        messages=[Message(role="user", content=f"question {number}: how are the actors?")],
-        max_tokens=64,
+    ledger = pool.ledger
+    total = ledger.total
+    outcomes = ledger.by_outcome
+    counts = {name: outcomes[name].attempts if name in outcomes else 0 for name in OUTCOMES}
+    print()
+    print("=" * 72)
+    print(f"demo summary ({elapsed:.1f} s)")
+    print(f"  requests:            {sum(summary.outcomes.values())}")
+    print(f"  outcomes:            {dict(summary.outcomes)}")
+    print(f"  served by:           {dict(summary.served_by)}")
+    print(f"  HTTP requests:       {http} (as the chaos server saw them)")
+    print(f"  retries scheduled:   {summary.retries}")
+    print(f"  breaker transitions: {summary.transitions}")
+    print(f"  supervisor:          {summary.decisions}")
+    print(f"  escalations:         {summary.escalations}")
+    print(
+        f"  ledger attempts:     {total.attempts} ("
+        + ", ".join(f"{name} {count}" for name, count in counts.items())
+        + ")"
     )
-    if number % 5 == 0:
-        try:
-            await tree.ref("tool").call(f"lookup {number}", timeout=2)
-        except ActorError as err:
-            log.info("demo.tool_failed", request=number, code=str(err.code))
-    for provider in ("alpha", "beta"):
-        try:
-            await resilience.call(
-                tree.ref(provider),
-                Complete(request),
-                provider=provider,
-                model=request.model,
-                tokens=request.estimated_prompt_tokens() + request.max_tokens,
-                timeout=15,
-                budget=budget,
-            )
-        except ActorError as err:
-            if (
-                err.code
-                in (
-                    Code.CIRCUIT_OPEN,
-                    Code.RATE_LIMITED,
-                    Code.UNAVAILABLE,
-                    Code.TIMEOUT,
-                    Code.NETWORK,
-                )
-                and provider == "alpha"
-            ):
-                log.info("demo.fallback", request=number, code=str(err.code), to="beta")
-                continue
-            summary.outcomes[str(err.code)] += 1
-            return
-        summary.outcomes["ok"] += 1
-        summary.served_by[provider] += 1
-        return
-
-
-async def stream_once(tree: Any, provider: str, budget: Budget, summary: Summary) -> None:
-    """A streamed answer under the retry rules: a cut stream is retried, its usage counted."""
-    client = ProviderClient(tree.ref(provider), provider)
-    request = LlmRequest(
-        model="demo-model",
-        messages=[Message(role="user", content=f"stream something from {provider}")],
-        stream=True,
+    print(
+        f"  ledger tokens:       {total.tokens} (input {total.input_tokens}, "
+        f"output {total.output_tokens}; budget charged {budget.tokens})"
     )
-
-    async def attempt() -> LlmResponse:
-        async with client.stream(request) as events:
-            pieces = [event.text async for event in events if event.kind == "text"]
-        assert events.response is not None
-        log.info("demo.streamed", provider=provider, text="".join(pieces))
-        return events.response
-
-    try:
-        reply = await retrying(RULES, attempt)
-    except ActorError as err:
-        await budget.charge_error(err)
-        summary.outcomes[str(err.code)] += 1
-        return
-    await budget.charge(reply.usage, provider=provider, model=request.model)
-    summary.outcomes["ok"] += 1
-    summary.served_by[f"{provider} (stream)"] += 1
+    print(f"  ledger cost:         ${total.cost:.6f} (budget charged ${budget.cost:.6f})")
+    for (provider, model), totals in sorted(ledger.by_target.items()):
+        print(
+            f"    {provider}/{model}: {totals.attempts} attempts, "
+            f"{totals.tokens} tokens, ${totals.cost:.6f}"
+        )
+    print("=" * 72)
 
 
 async def main() -> int:
@@ -203,8 +353,9 @@ async def main() -> int:
     summary = Summary()
     remove = add_event_hook(summary.hook)
     started = trio.current_time()
+    script = FaultScript()
     try:
-        async with chaos_server(SCRIPT) as server:
+        async with chaos_server(script) as server:
             spec = SupervisorSpec(
                 max_restarts=5,
                 period=10,
@@ -223,34 +374,26 @@ async def main() -> int:
                     ChildSpec(id="tool", actor=FlakyTool),
                 ],
             )
-            budget = Budget("demo-run", BudgetLimits(tokens=100_000))
-            resilience = Resilience(retry=RULES, breaker=Breaker(BREAKER), usage_of=usage_of)
+            budget = Budget("demo-run", BudgetLimits(tokens=100_000, cost=1.00))
             async with open_tree(spec, name="daemon") as tree:
-                for batch in range(4):
-                    async with trio.open_nursery() as nursery:
-                        for number in range(batch * 8, batch * 8 + 8):
-                            nursery.start_soon(ask, number, tree, resilience, budget, summary)
-                    if batch == 1:
-                        await trio.sleep(2.2)  # let alpha's breaker cool down and close again
-                await stream_once(tree, "alpha", budget, summary)
-                await stream_once(tree, "beta", budget, summary)
-            attempts = len(server.requests)
+                pool = ProviderPool(
+                    [
+                        Target(ref=tree.ref("alpha"), provider="alpha", model=ALPHA_LARGE),
+                        Target(ref=tree.ref("beta"), provider="beta", model=BETA_MODEL),
+                    ],
+                    downgrades={"alpha": [ALPHA_MINI]},
+                    resilience=Resilience(retry=RULES, breaker=Breaker(BREAKER)),
+                    budget=budget,
+                    prices=PRICES,
+                    hedge_after=HEDGE_AFTER,
+                    on_exhausted=on_exhausted_once(),
+                    name="demo-pool",
+                )
+                await run_phases(Daemon(tree, pool, script, summary))
+            http = len(server.requests)
     finally:
         remove()
-    elapsed = trio.current_time() - started
-    requests = sum(summary.outcomes.values())
-    print()
-    print("=" * 72)
-    print(f"demo summary ({elapsed:.1f} s)")
-    print(f"  requests:            {requests}")
-    print(f"  outcomes:            {dict(summary.outcomes)}")
-    print(f"  served by:           {dict(summary.served_by)}")
-    print(f"  HTTP attempts:       {attempts}")
-    print(f"  retries scheduled:   {summary.retries}")
-    print(f"  breaker transitions: {summary.transitions}")
-    print(f"  supervisor:          {summary.decisions}")
-    print(f"  tokens (all attempts, failed ones too): {budget.tokens}")
-    print("=" * 72)
+    print_summary(trio.current_time() - started, summary, pool, budget, http)
     return 0 if summary.outcomes.get("ok", 0) > 0 else 1
 
 

@@ -1,31 +1,84 @@
-"""The demo daemon runs, exits 0, and shows retries, a breaker cycle and the summary."""
+"""The demo daemon runs through the provider pool, exits 0, and its summary shows the
+ledger, consistent with itself, with the budget and with the chaos server."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parent.parent / "examples" / "agent_daemon.py"
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "agent_daemon.py"
+
+ATTEMPTS = re.compile(
+    r"ledger attempts: +(\d+) \(ok (\d+), failed (\d+), partial (\d+), cancelled (\d+)\)"
+)
+TOKENS = re.compile(r"ledger tokens: +(\d+) \(input (\d+), output (\d+); budget charged (\d+)\)")
+COST = re.compile(r"ledger cost: +\$(\d+\.\d+) \(budget charged \$(\d+\.\d+)\)")
+BY_TARGET = re.compile(r"^ {4}(\w+)/([\w-]+): (\d+) attempts, (\d+) tokens, \$(\d+\.\d+)$", re.M)
+HTTP = re.compile(r"HTTP requests: +(\d+)")
+ELAPSED = re.compile(r"demo summary \((\d+\.\d) s\)")
 
 
-def test_demo_runs_and_summarises() -> None:
+def test_demo_runs_through_the_pool_and_summarises_its_ledger() -> None:
+    # The checkout under test first on the path (an editable install may point elsewhere).
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, str(DEMO)], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, str(DEMO)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    assert "retry.scheduled" in out and "source=header" in out
-    assert "alpha: closed -> open" in out
-    assert "alpha: half_open -> closed" in out
+    # The fault script's story, in the logs.
+    assert "retry.scheduled" in out and "source=header" in out  # 429 + Retry-After
+    assert "alpha: closed -> open" in out  # the 503 burst
+    assert "alpha: half_open -> closed" in out  # the probe after the cool-down
+    assert "code=timeout" in out  # the hung alpha
     assert "tool: tool_failed -> restart" in out
-    for line in (
-        "requests:",
-        "outcomes:",
-        "HTTP attempts:",
-        "retries scheduled:",
-        "breaker transitions:",
-        "tokens (all attempts, failed ones too):",
-    ):
-        assert line in out
+    assert "alpha/alpha-large: closed -> open" in out  # model_not_found, per model
+    assert "demo.streamed" in out  # the stream cut before its first event fell back
+    assert re.search(r"demo\.stream_cut .*code=network .*partial_text='echo: ", out)
+    assert "pool.escalated" in out
+    assert "escalations:         ['retry by demo-oncall (rate_limited, 3 attempts)']" in out
+    assert "'network': 1" in out  # the one request that failed: the stream cut mid-answer
+
+    elapsed = ELAPSED.search(out)
+    assert elapsed is not None and float(elapsed[1]) < 30
+
+    attempts = ATTEMPTS.search(out)
+    assert attempts is not None, out[-3000:]
+    total, ok, failed, partial, cancelled = map(int, attempts.groups())
+    assert total == ok + failed + partial + cancelled
+    assert ok >= 40 and failed >= 1 and partial == 1 and cancelled >= 1
+
+    # Every request the chaos server saw came from an attempt in the ledger (an attempt
+    # cancelled before it was sent would be the only one it did not see).
+    http = HTTP.search(out)
+    assert http is not None and 0 < int(http[1]) <= total
+
+    tokens = TOKENS.search(out)
+    assert tokens is not None
+    all_tokens, input_tokens, output_tokens, budget_tokens = map(int, tokens.groups())
+    assert all_tokens == input_tokens + output_tokens == budget_tokens > 0
+
+    cost = COST.search(out)
+    assert cost is not None
+    assert float(cost[1]) == float(cost[2]) > 0
+
+    targets = BY_TARGET.findall(out)
+    assert {(provider, model) for provider, model, *_ in targets} == {
+        ("alpha", "alpha-large"),
+        ("alpha", "alpha-mini"),
+        ("beta", "beta-sonnet"),
+    }
+    assert sum(int(row[2]) for row in targets) == total
+    assert sum(int(row[3]) for row in targets) == all_tokens
+    assert abs(sum(float(row[4]) for row in targets) - float(cost[1])) < 5e-6
+
     assert "sk-demo" not in out + done.stderr  # keys never reach the logs
