@@ -84,6 +84,13 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_hardening_cancel.py",
         "tests/test_policy_pins.py",
     ),
+    "supervisors/pool/chain.py": (
+        "tests/test_pool_rotation.py",
+        "tests/test_pool_fatal.py",
+        "tests/test_pool_escalation.py",
+        "tests/test_pool_hedge.py",
+    ),
+    "supervisors/pool/routing.py": ("tests/test_pool_fatal.py",),
     "supervisors/retry.py": (
         "tests/test_retry.py",
         "tests/test_resilient.py",
