@@ -107,7 +107,7 @@ class Admission:
         self.model = model
         self.probe = probe
         self.model_probe = model_probe
-        self.clean = clean  # closed with nothing counted: a success changes nothing
+        self.clean = clean  # closed with nothing counted when admitted
 
 
 class Breaker:
@@ -149,12 +149,30 @@ class Breaker:
             or (model is not None and not local.breaker_clean(model_key(provider, model)))
         ):
             return None
-        # A clean admission is never mutated (record() ignores it on success), so one
-        # per (provider, model) serves every call.
+        # A clean admission is never mutated (record() reads it, never writes it), so
+        # one per (provider, model) serves every call.
         admission = self._clean.get((provider, model))
         if admission is None:
             admission = self._clean[provider, model] = Admission(provider, model, clean=True)
         return admission
+
+    def unchanged_by_success(self, admission: Admission) -> bool:
+        """Whether a success of ``admission`` would change nothing, so that recording it
+        can be skipped: it was admitted clean *and* the in-process breakers of its
+        provider (and model) are still clean — failures counted by other calls while it
+        was in flight are reset by its success, as consecutive failures must be. Always
+        ``False`` for a shared state backend (another replica may have counted some)."""
+        if not admission.clean:
+            return False
+        local = self.local
+        if local is None:
+            return False
+        if not local.breakers:
+            return True
+        model = admission.model
+        return local.breaker_clean(admission.provider) and (
+            model is None or local.breaker_clean(model_key(admission.provider, model))
+        )
 
     def blocked_fast(self, provider: str, model: str | None = None) -> float | None:
         """Seconds until a call to ``provider`` (and ``model``) could be admitted, when the
@@ -229,7 +247,7 @@ class Breaker:
         Shielded: a verdict (or the release of a probe lease) is recorded even while the
         caller is being cancelled. A cancellation records nothing but frees the lease.
         """
-        if exc is None and admission.clean:
+        if exc is None and self.unchanged_by_success(admission):
             return
         with trio.CancelScope(shield=True):
             if exc is None:
@@ -367,7 +385,9 @@ class Guard:
         tb: TracebackType | None,
     ) -> None:
         admission = self._admission
-        if admission is not None and not (exc is None and admission.clean):
+        if admission is not None and not (
+            exc is None and self._breaker.unchanged_by_success(admission)
+        ):
             await self._breaker.record(admission, exc)
 
 

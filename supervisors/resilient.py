@@ -162,7 +162,7 @@ class Resilience:
             if permit is not None:
                 await return_permit(limiter, permit, exc, sent)  # type: ignore[arg-type]
             raise
-        if admission is not None and not admission.clean:
+        if admission is not None and not breaker.unchanged_by_success(admission):  # type: ignore[union-attr]
             await breaker.record(admission, None)  # type: ignore[union-attr]
         usage_of = self.usage_of
         if usage_of is None:

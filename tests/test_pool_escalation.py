@@ -57,6 +57,7 @@ async def test_retry_later_waits_then_walks_the_chain_again(autojump_clock: Mock
         assert f.times("A") == [0.0, 10.0]
     [asked] = hook.asked
     assert asked.code is Code.ALL_PROVIDERS_FAILED
+    assert asked.request_id == asked.attempts[0].request_id
     assert asked.category is Code.UNAVAILABLE
     assert [a.code for a in asked.attempts] == [Code.UNAVAILABLE]
     [event] = audit

@@ -174,3 +174,26 @@ async def test_no_sleep_after_the_last_attempt(autojump_clock: MockClock) -> Non
         assert caught.value.category is Code.UNAVAILABLE
         assert caught.value.retry_after is None
         assert len(caught.value.attempts) == 4
+
+
+async def test_a_request_waiting_on_a_probe_in_flight_wakes_at_its_verdict(
+    autojump_clock: MockClock,
+) -> None:
+    # "first" fails, the breaker opens (probe at 30 s); at 30 s "first" probes (the answer
+    # takes 1 s) and holds the probe lease. "second" waits for the verdict (31 s), not
+    # the lease's end (60 s).
+    script = faults(status(503), Fault(kind="latency", seconds=1))
+    async with fleet({"A": script}) as f:
+        pool = ProviderPool(f.targets("A"), resilience=Resilience(breaker=Breaker()))
+        served: dict[str, float] = {}
+
+        async def ask(name: str, delay: float) -> None:
+            await trio.sleep(delay)
+            await pool.complete(request(name))
+            served[name] = trio.current_time()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "first", 0)
+            nursery.start_soon(ask, "second", 0.5)
+        assert served == {"first": 31.0, "second": 31.0}
+        assert f.times("A") == [0.0, 30.0, 31.0]  # one probe, then the second request

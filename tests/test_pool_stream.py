@@ -61,7 +61,9 @@ async def test_a_stream_cut_after_three_events_fails_typed_with_the_partial_text
         assert entry.usage == error.usage
 
 
-async def test_anthropic_partial_usage_is_the_reported_one(autojump_clock: MockClock) -> None:
+async def test_anthropic_partial_usage_keeps_the_reported_input(
+    autojump_clock: MockClock,
+) -> None:
     script = faults(Fault(kind="cut_stream", after=5))
     async with fleet({"A": script}, dialect="anthropic") as f:
         pool = ProviderPool(f.targets("A"), resilience=Resilience(retry=rules()))
@@ -72,8 +74,14 @@ async def test_anthropic_partial_usage_is_the_reported_one(autojump_clock: MockC
         assert caught.value.partial_text  # some text reached the consumer
         [entry] = pool.ledger
         assert entry.outcome == "partial"
-        assert entry.usage_estimated is False  # message_start reported the input tokens
-        assert entry.usage is not None and entry.usage.input_tokens > 0
+        # message_start reported the input tokens and no output yet: the output the
+        # consumer received is estimated (it was generated, and is billed).
+        assert entry.usage_estimated is True
+        assert entry.usage is not None
+        assert entry.usage.input_tokens == len(TEXT) // 4 + 1  # as message_start reported
+        partial = caught.value.partial_text or ""
+        assert entry.usage.output_tokens == len(partial) // 4 + 1
+        assert caught.value.usage == entry.usage  # the consumer sees what was charged
 
 
 async def test_an_error_event_before_any_text_falls_back(autojump_clock: MockClock) -> None:

@@ -153,6 +153,9 @@ class Attempter:
         self.limiter = limiter
         self.ledger = ledger
         self.timeout = timeout
+        # Set when any attempt ends, for requests waiting on a target whose probe is in
+        # flight (made only while someone waits: see ProviderPool._wait).
+        self.progress: trio.Event | None = None
 
     async def attempt(
         self,
@@ -240,7 +243,7 @@ class Attempter:
             if permit is not None:
                 await return_permit(limiter, permit, error, True)  # type: ignore[arg-type]
             return await self._failed(run, target, number, started, error, tap, hedge)
-        if admission is not None and not admission.clean:
+        if admission is not None and not breaker.unchanged_by_success(admission):  # type: ignore[union-attr]
             await breaker.record(admission, None)  # type: ignore[union-attr]
         usage = reply.usage
         if permit is not None:
@@ -266,10 +269,14 @@ class Attempter:
         usage, estimated = error.usage, False
         if tap is not None and tap.events:
             outcome = "partial"
-            if usage is None:
-                partial = error.partial_text if error.partial_text is not None else tap.text
+            partial = error.partial_text if error.partial_text is not None else tap.text
+            if usage is None or (partial and not usage.output_tokens):
+                # Not reported, or reported before any output (Anthropic's message_start):
+                # the text the consumer received was generated, and is billed.
                 usage = Usage(
-                    input_tokens=run.request.estimated_prompt_tokens(),
+                    input_tokens=run.request.estimated_prompt_tokens()
+                    if usage is None
+                    else usage.input_tokens,
                     output_tokens=len(partial) // 4 + 1 if partial else 0,
                 )
                 estimated = True
@@ -316,6 +323,10 @@ class Attempter:
             )
         )
         run.attempts.append(entry)
+        progress = self.progress
+        if progress is not None:
+            self.progress = None
+            progress.set()
         return ledger.record(entry)
 
     @staticmethod

@@ -255,6 +255,12 @@ class Chain:
         ]
         return min(waits) if waits else None
 
+    def unblock(self) -> None:
+        """Another attempt ended (a probe may have closed a breaker): the slots blocked
+        by a refusal are asked again; their own retry delays stand."""
+        for slot in self.slots:
+            slot.blocked_until = -math.inf
+
     def reopen(self) -> None:
         """After an escalation's ``retry``: every slot out because its retries were used
         up or it was skipped comes back with a fresh start; slots out for good stay out."""

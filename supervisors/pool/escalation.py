@@ -1,10 +1,10 @@
 """When every target failed: the ``all_providers_failed`` error and human escalation.
 
-:class:`AllProvidersFailed` carries the whole story: ``attempts`` (the request's ledger
-entries, in order), ``category`` (the last failure's code, seed 004's field), the earliest
+:class:`AllProvidersFailed` carries the whole story: ``request_id``, ``attempts`` (the
+request's ledger entries, in order), ``category`` (the last failure's code), the earliest
 ``retry_after`` across targets, and the last failure as ``__cause__``.
 
-A pool's optional ``on_exhausted`` hook (seed 004's strategy 5) is awaited with that error
+A pool's optional ``on_exhausted`` hook (human escalation) is awaited with that error
 before it is raised, and answers with a decision:
 
 * :class:`RetryLater` — wait ``seconds``, then walk the chain again: every target that
@@ -81,6 +81,8 @@ class AllProvidersFailed(ProviderError):
     """``all_providers_failed``: every target of a pool failed for one request (see the
     module docstring). ``decision`` is the escalation's :class:`Abort`, if one ended it."""
 
+    #: The request that failed (its ``metadata["request_id"]``, else the pool's id).
+    request_id: str | None = None
     category: Code | None = None
     attempts: tuple[Attempt, ...] = ()
     decision: Decision | None = None
@@ -96,6 +98,7 @@ def exhausted(
     error = AllProvidersFailed(
         code=Code.ALL_PROVIDERS_FAILED,
         message=f"request {request_id}: every target failed ({len(attempts)} attempts)",
+        request_id=request_id,
         category=None if last is None else last.code,
         attempts=attempts,
         retry_after=retry_after,

@@ -1,7 +1,7 @@
 """The provider pool: one object that gets an :class:`~actors.providers.LlmRequest`
 answered across providers and models, or fails with the whole story.
 
-Order of strategies (seed 004's five, improved):
+Order of strategies (retry, backoff, rotation, downgrade, escalation — in this order):
 
 1. **Rotation first.** A retryable failure moves to the next *admissible* target at
    once — no backoff sleep while any healthy target remains. The failed target waits its
@@ -302,11 +302,21 @@ class ProviderPool:
         """Nothing admissible now: sleep until the earliest target is, if that comes
         before the deadline (an attempt starting at the deadline could not run) — else
         the chain is exhausted."""
-        wake = run.chain.wake_at()
+        chain = run.chain
+        wake = chain.wake_at()
         if wake is None or wake >= run.deadline_at:
             await self._exhausted(run)
             return
-        await trio.sleep_until(wake)
+        # Sleep until then — or until one of the pool's attempts ends: a refusal's
+        # retry_after for a half-open breaker is its probe's lease, and the probe's
+        # verdict usually comes much sooner.
+        attempter = self._attempter
+        progress = attempter.progress
+        if progress is None:
+            progress = attempter.progress = trio.Event()
+        with trio.move_on_at(wake):
+            await progress.wait()
+            chain.unblock()
 
     async def _exhausted(self, run: Run) -> None:
         """Raise ``all_providers_failed`` — unless ``on_exhausted`` decides to go on."""
@@ -397,8 +407,8 @@ class PoolStream:
         error = result.error if isinstance(result, Refused | Cut) else result
         if not isinstance(error, ActorError):
             error = ActorError.from_code(Code.INTERNAL, "a committed stream ended without a result")
-        if error.usage is None:
-            error.usage = runner.tap.usage  # estimated (the ledger entry says so)
+        if runner.tap.usage is not None:
+            error.usage = runner.tap.usage  # as in the ledger (which says if estimated)
         self.error = error
         raise error
 
