@@ -1,7 +1,7 @@
 """The provider pool: one object that gets an :class:`~actors.providers.LlmRequest`
 answered across providers and models, or fails with the whole story.
 
-Order of strategies (retry, backoff, rotation, downgrade, escalation — in this order):
+Order of strategies (the classic five — retry, backoff, rotation, downgrade, escalation — reordered):
 
 1. **Rotation first.** A retryable failure moves to the next *admissible* target at
    once — no backoff sleep while any healthy target remains. The failed target waits its

@@ -1,0 +1,155 @@
+"""What a pool waits for, and what it reports when it stops waiting: limiter refusals,
+open breakers, escalation's fresh start, the earliest retry_after."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from actors import Code
+from actors.testing import capture_events
+from actors.testing.chaos import Fault
+from supervisors import (
+    AllProvidersFailed,
+    Backoff,
+    Breaker,
+    ProviderPool,
+    RateLimit,
+    RateLimiter,
+    Resilience,
+    RetryLater,
+    RetryPolicy,
+    RetryRules,
+)
+from tests.pool_helpers import faults, fleet, request, rules
+
+NO_RETRIES = RetryRules(by_code={})
+
+
+async def test_a_limiter_without_room_rotates_at_once_and_sleeps_only_alone(
+    autojump_clock: MockClock,
+) -> None:
+    limiter = RateLimiter({"A": RateLimit(requests_per_minute=1)})
+    async with fleet({"A": None, "B": None}) as f:
+        resilience = Resilience(retry=rules(), limiter=limiter)
+        both = ProviderPool(f.targets("A", "B"), resilience=resilience)
+        alone = ProviderPool(f.targets("A"), resilience=resilience)
+        assert (await both.complete(request())).provider == "A"
+        assert (await both.complete(request())).provider == "B"  # A has no room: no wait
+        assert trio.current_time() == 0.0
+        reply = await alone.complete(request())  # one sleep, until A's bucket has room
+        assert reply.provider == "A"
+        assert trio.current_time() == pytest.approx(60.0)
+        assert f.times("B") == [0.0]
+        assert len(f.times("A")) == 2
+    # A refusal is not an attempt: three answered attempts, nothing else.
+    assert [a.outcome for a in both.ledger] == ["ok", "ok"]
+    assert [a.outcome for a in alone.ledger] == ["ok"]
+
+
+async def test_a_limiter_refusal_past_the_deadline_reports_its_wait(
+    autojump_clock: MockClock,
+) -> None:
+    limiter = RateLimiter({"A": RateLimit(requests_per_minute=1)})
+    async with fleet({"A": None}) as f:
+        pool = ProviderPool(
+            f.targets("A"), resilience=Resilience(retry=rules(), limiter=limiter), deadline=10
+        )
+        await pool.complete(request())
+        with pytest.raises(AllProvidersFailed) as caught:
+            await pool.complete(request())
+        assert trio.current_time() == 0.0
+        assert caught.value.category is Code.RATE_LIMITED
+        assert caught.value.retry_after == pytest.approx(60.0)
+        assert caught.value.attempts == ()
+
+
+async def test_targets_open_for_good_end_the_chain_at_once_as_circuit_open(
+    autojump_clock: MockClock,
+) -> None:
+    scripts = {"A": faults(Fault(kind="status", status=401)), "B": None}
+    breaker = Breaker()
+    async with fleet(scripts) as f:
+        pool = ProviderPool(f.targets("A"), resilience=Resilience(breaker=breaker))
+        with pytest.raises(Exception, match="auth|credentials"):
+            await pool.complete(request())
+        with pytest.raises(AllProvidersFailed) as caught:
+            await pool.complete(request())
+        assert trio.current_time() == 0.0
+        assert caught.value.category is Code.CIRCUIT_OPEN
+        assert caught.value.retry_after is None  # open until an operator resets it
+        assert caught.value.attempts == ()
+        assert f.count("A") == 1
+        await breaker.reset("A")
+        assert (await pool.complete(request())).provider == "A"
+
+
+async def test_the_earliest_retry_after_counts_a_target_whose_retries_are_used_up(
+    autojump_clock: MockClock,
+) -> None:
+    scripts = {
+        "A": faults(Fault(kind="status", status=429, headers={"retry-after": "7"})),
+        "B": faults(Fault(kind="status", status=503)),
+    }
+    async with fleet(scripts) as f:
+        pool = ProviderPool(f.targets("A", "B"), resilience=Resilience(retry=NO_RETRIES))
+        with pytest.raises(AllProvidersFailed) as caught:
+            await pool.complete(request())
+        assert caught.value.retry_after == 7.0
+        assert caught.value.category is Code.UNAVAILABLE  # the last failure's code
+        assert [a.provider for a in caught.value.attempts] == ["A", "B"]
+
+
+async def test_a_retry_later_brings_back_used_up_targets_not_gone_ones(
+    autojump_clock: MockClock,
+) -> None:
+    scripts = {
+        "A": faults(Fault(kind="status", status=503)),
+        "C": faults(Fault(kind="status", status=503, times=2)),
+    }
+    decisions = [RetryLater(seconds=10), None]
+
+    async def hook(failure: AllProvidersFailed) -> RetryLater | None:
+        return decisions.pop(0)
+
+    once = RetryPolicy(max_attempts=0, backoff=Backoff(initial=1, jitter=0))
+    async with fleet(scripts) as f:
+        pool = ProviderPool(
+            [f.target("A"), f.target("C")],
+            resilience=Resilience(retry=once),
+            on_exhausted=hook,
+        )
+        # A 503 (used up), C 503 (used up): exhausted; retry in 10 s: A answers.
+        reply = await pool.complete(request())
+        assert (reply.provider, trio.current_time()) == ("A", 10.0)
+        assert f.times("A") == [0.0, 10.0]
+
+
+async def test_a_model_gone_is_never_tried_again_after_a_retry_later(
+    autojump_clock: MockClock,
+) -> None:
+    scripts = {
+        "A": faults(Fault(kind="status", status=404), Fault(kind="status", status=503)),
+        "B": faults(Fault(kind="status", status=503, times=2)),
+    }
+    decisions = [RetryLater(seconds=5), None]
+
+    async def hook(failure: AllProvidersFailed) -> RetryLater | None:
+        return decisions.pop(0)
+
+    once = RetryPolicy(max_attempts=0, backoff=Backoff(initial=1, jitter=0))
+    async with fleet(scripts) as f:
+        pool = ProviderPool(
+            f.targets("A", "B"),
+            downgrades={"A": ["m2"]},
+            resilience=Resilience(retry=once),
+            on_exhausted=hook,
+        )
+        with capture_events("pool.escalated") as audit:
+            reply = await pool.complete(request())
+        # A/m1 404 (gone) -> A/m2 503 -> B 503: exhausted at 0; at 5 A/m2 answers.
+        assert (reply.provider, reply.model, trio.current_time()) == ("A", "m2", 5.0)
+        assert [r.model for r in f.servers["A"].requests] == ["m1", "m2", "m2"]
+        assert f.times("B") == [0.0]
+        assert [e.decision for e in audit] == ["retry"]
