@@ -72,7 +72,7 @@ async def test_targets_open_for_good_end_the_chain_at_once_as_circuit_open(
     breaker = Breaker()
     async with fleet(scripts) as f:
         pool = ProviderPool(f.targets("A"), resilience=Resilience(breaker=breaker))
-        with pytest.raises(Exception, match="auth|credentials"):
+        with pytest.raises(Exception, match=r"\[auth\]"):
             await pool.complete(request())
         with pytest.raises(AllProvidersFailed) as caught:
             await pool.complete(request())
