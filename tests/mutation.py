@@ -89,6 +89,7 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_pool_fatal.py",
         "tests/test_pool_escalation.py",
         "tests/test_pool_hedge.py",
+        "tests/test_pool_waits.py",
     ),
     "supervisors/pool/routing.py": ("tests/test_pool_fatal.py",),
     "supervisors/retry.py": (
