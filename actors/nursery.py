@@ -25,16 +25,36 @@ from actors.observe import emit
 @asynccontextmanager
 async def open_nursery_unwrapped() -> AsyncIterator[trio.Nursery]:
     """``trio.open_nursery()``, except that an ``Exception`` raised by the block itself
-    is re-raised unwrapped once the nursery has closed."""
+    is re-raised unwrapped once the nursery has closed — and a cancellation from outside
+    (the block and its children all cancelled, nothing else) comes out as one
+    ``trio.Cancelled``, not a group of them, so ``except trio.Cancelled`` sees it."""
     body_error: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        try:
-            yield nursery
-        except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
-            body_error = exc
-            nursery.cancel_scope.cancel(reason=f"block raised {type(exc).__name__}")
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                yield nursery
+            except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+                body_error = exc
+                nursery.cancel_scope.cancel(reason=f"block raised {type(exc).__name__}")
+    except BaseExceptionGroup as group:
+        cancelled = only_cancelled(group)
+        if cancelled is None:
+            raise
+        raise cancelled from None
     if body_error is not None:
         raise body_error
+
+
+def only_cancelled(group: BaseExceptionGroup) -> trio.Cancelled | None:
+    """The first ``trio.Cancelled`` of ``group`` when it holds nothing else, else ``None``."""
+    matched, rest = group.split(trio.Cancelled)
+    if rest is not None or matched is None:
+        return None
+    leaf: BaseException = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, trio.Cancelled)  # split kept only Cancelled leaves
+    return leaf
 
 
 async def run_to_completion(

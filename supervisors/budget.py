@@ -28,6 +28,7 @@ scheduler once, so a loop of refused attempts lets other tasks run.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal
 
@@ -57,12 +58,26 @@ _FAIL_CODE = {
 }
 
 
+def _dollars(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    """A finite number >= 0 (not a bool): a NaN price would disable a cost cap."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"Price.{attribute.name} must be a finite number >= 0, got {type(value).__name__}",
+        )
+
+
 @attrs.frozen(kw_only=True)
 class Price:
-    """Dollars per million tokens."""
+    """Dollars per million tokens: finite numbers >= 0 (else ``config_invalid``)."""
 
-    input_per_mtok: float
-    output_per_mtok: float
+    input_per_mtok: float = attrs.field(validator=_dollars)
+    output_per_mtok: float = attrs.field(validator=_dollars)
 
     def cost(self, usage: Usage) -> float:
         return (
@@ -73,11 +88,12 @@ class Price:
 def cost_of(
     prices: Mapping[tuple[str, str], Price], usage: Usage, provider: str | None, model: str | None
 ) -> float | None:
-    """The cost of ``usage``: as the provider reported it (``usage.cost``), else from
-    ``prices`` by ``(provider, model)`` then ``(provider, "*")``; ``None`` when neither
-    knows it."""
-    if usage.cost is not None:
-        return usage.cost
+    """The cost of ``usage``: as the provider reported it (``usage.cost``, when it is a
+    finite number >= 0 — anything else is not a cost), else from ``prices`` by
+    ``(provider, model)`` then ``(provider, "*")``; ``None`` when neither knows it."""
+    reported = usage.cost
+    if reported is not None and math.isfinite(reported) and reported >= 0:
+        return reported
     for key in ((provider or "", model or ""), (provider or "", "*")):
         price = prices.get(key)
         if price is not None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from trio.testing import MockClock
 
-from actors import ActorError, Code, open_runtime
+from actors import ActorError, Code, Usage, open_runtime
 from actors.actor import Actor
 from supervisors import Budget, BudgetLimits, Price, ProviderPool, Target
 from tests.pool_helpers import fleet, request
@@ -31,11 +31,12 @@ BAD_POOLS: list[tuple[dict[str, Any], str]] = [
     ({"targets": "A"}, "targets must be a non-empty list of Target, got str"),
     ({"targets": None}, "targets must be a non-empty list of Target, got NoneType"),
     ({"targets": ["A"]}, r"targets\[0\] must be a Target, got str"),
-    ({"deadline": float("nan")}, "deadline must be None or a finite number of seconds >= 0"),
+    ({"deadline": float("nan")}, "deadline must be None or a finite number of seconds > 0"),
+    ({"deadline": 0}, "deadline must be None or a finite number of seconds > 0, got int"),
     ({"deadline": -1}, "deadline must be None or a finite number"),
     ({"deadline": float("inf")}, "deadline must be None or a finite number"),
-    ({"deadline": "5"}, "deadline must be None or a finite number of seconds >= 0, got str"),
-    ({"deadline": True}, "deadline must be None or a finite number of seconds >= 0, got bool"),
+    ({"deadline": "5"}, "deadline must be None or a finite number of seconds > 0, got str"),
+    ({"deadline": True}, "deadline must be None or a finite number of seconds > 0, got bool"),
     ({"deadline": 10**400}, "deadline must be None or a finite number"),
     ({"hedge_after": 0}, "hedge_after must be None or a finite number of seconds > 0"),
     ({"hedge_after": -0.5}, "hedge_after must be None or a finite number of seconds > 0"),
@@ -43,6 +44,7 @@ BAD_POOLS: list[tuple[dict[str, Any], str]] = [
     ({"on_exhausted": "call me"}, "on_exhausted must be an async callable, got str"),
     ({"keep": -1}, "keep must be an integer >= 0, got int"),
     ({"keep": 1.5}, "keep must be an integer >= 0, got float"),
+    ({"keep": 2**80}, "keep must be an integer >= 0, got int"),
     ({"resilience": object()}, "resilience must be a Resilience, got object"),
     ({"budget": "lots"}, "budget must be a Budget, got str"),
     ({"downgrades": ["m2"]}, "downgrades must be a mapping of provider to model names"),
@@ -53,6 +55,40 @@ BAD_POOLS: list[tuple[dict[str, Any], str]] = [
     ({"prices": {("A", "m"): 3.0}}, r"prices\[\('A', 'm'\)\] must be a Price, got float"),
     ({"name": ""}, "name must be a non-empty string, got str"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (float("nan"), "float"),
+        (-1.0, "float"),
+        (float("inf"), "float"),
+        ("1", "str"),
+        (None, "NoneType"),
+        (True, "bool"),
+    ],
+)
+def test_prices_are_finite_dollars(value: Any, kind: str) -> None:
+    with pytest.raises(
+        ActorError, match=f"Price.input_per_mtok must be a finite number >= 0, got {kind}"
+    ) as caught:
+        Price(input_per_mtok=value, output_per_mtok=1)
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert (
+        Price(input_per_mtok=0, output_per_mtok=2.5).cost(
+            Usage(input_tokens=1_000_000, output_tokens=2)
+        )
+        == 5e-06
+    )
+
+
+async def test_the_same_target_twice_is_refused(autojump_clock: MockClock) -> None:
+    async with fleet({"A": None}) as f:
+        with pytest.raises(
+            ActorError, match=r"targets\[2\] repeats the provider and model of targets\[0\]"
+        ) as caught:
+            ProviderPool([f.target("A"), f.target("A", "m2"), f.target("A")])
+        assert caught.value.code is Code.CONFIG_INVALID
 
 
 @pytest.mark.parametrize(("overrides", "message"), BAD_POOLS)

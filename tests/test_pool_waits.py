@@ -148,8 +148,9 @@ async def test_a_model_gone_is_never_tried_again_after_a_retry_later(
         )
         with capture_events("pool.escalated") as audit:
             reply = await pool.complete(request())
-        # A/m1 404 (gone) -> A/m2 503 -> B 503: exhausted at 0; at 5 A/m2 answers.
+        # A/m1 404 (gone) -> A/m2 503 -> B 503: exhausted at 0. At 5 the walk starts
+        # again from the top, without A/m1: B 503 again, then A/m2 answers.
         assert (reply.provider, reply.model, trio.current_time()) == ("A", "m2", 5.0)
         assert [r.model for r in f.servers["A"].requests] == ["m1", "m2", "m2"]
-        assert f.times("B") == [0.0]
+        assert f.times("B") == [0.0, 5.0]
         assert [e.decision for e in audit] == ["retry"]

@@ -231,10 +231,16 @@ class Attempter:
                 await breaker.record(admission, _cancelled(provider, model))  # type: ignore[union-attr]
             self._enter(run, target, number, started, "failed", cut.code, None, hedge=hedge)
             return Cut(cut)
-        if not isinstance(reply, LlmResponse):  # the target is not a provider actor
+        if not isinstance(reply, LlmResponse) or not isinstance(reply.usage, Usage):
+            # The target is not a provider actor (or a broken one): a bug, not a retry.
+            what = (
+                f"a {type(reply).__name__}, not an LlmResponse"
+                if not isinstance(reply, LlmResponse)
+                else f"an LlmResponse whose usage is a {type(reply.usage).__name__}"
+            )
             error = ActorError.from_code(
                 Code.INTERNAL,
-                f"target {provider}/{model} answered a {type(reply).__name__}, not an LlmResponse",
+                f"target {provider}/{model} answered {what}",
                 provider=provider,
                 model=model,
             )
@@ -336,7 +342,7 @@ class Attempter:
         budget, usage = run.budget, entry.usage
         if budget is None or usage is None:
             return
-        if usage.cost is None and entry.cost is not None:
+        if usage.cost is not entry.cost:  # charged at the ledger's cost, reported or priced
             usage = Usage(
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=entry.cost
             )

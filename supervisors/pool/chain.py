@@ -263,7 +263,9 @@ class Chain:
 
     def reopen(self) -> None:
         """After an escalation's ``retry``: every slot out because its retries were used
-        up or it was skipped comes back with a fresh start; slots out for good stay out."""
+        up or it was skipped comes back with a fresh start, and the walk starts again from
+        the most preferred target; slots out for good stay out."""
+        self.cursor = 0
         for slot in self.slots:
             if slot.out is not GONE:
                 slot.out = None

@@ -1,7 +1,8 @@
 """The provider pool: one object that gets an :class:`~actors.providers.LlmRequest`
 answered across providers and models, or fails with the whole story.
 
-Order of strategies (the classic five — retry, backoff, rotation, downgrade, escalation — reordered):
+Order of strategies (the classic five — retry, backoff, rotation, downgrade,
+escalation — reordered):
 
 1. **Rotation first.** A retryable failure moves to the next *admissible* target at
    once — no backoff sleep while any healthy target remains. The failed target waits its
@@ -31,6 +32,7 @@ every attempt in flight (their provider requests are closed) and is never a fail
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -110,9 +112,17 @@ class ProviderPool:
         given: object = targets
         if isinstance(given, str | bytes) or not isinstance(given, Sequence) or not given:
             raise invalid("targets", "a non-empty list of Target", targets)
+        first_at: dict[tuple[str, str], int] = {}
         for index, target in enumerate(targets):
             if not isinstance(target, Target):
                 raise invalid(f"targets[{index}]", "a Target", target)
+            if target.key in first_at:  # one (provider, model), one slot: one retry budget
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"targets[{index}] repeats the provider and model of "
+                    f"targets[{first_at[target.key]}]",
+                )
+            first_at[target.key] = index
         if downgrades is not None and not isinstance(downgrades, Mapping):
             raise invalid("downgrades", "a mapping of provider to model names", downgrades)
         if resilience is not None and not isinstance(resilience, Resilience):
@@ -121,7 +131,7 @@ class ProviderPool:
             raise invalid("budget", "a Budget", budget)
         if on_exhausted is not None and not callable(on_exhausted):
             raise invalid("on_exhausted", "an async callable", on_exhausted)
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= sys.maxsize:
             raise invalid("keep", "an integer >= 0", keep)
         self.name = check_name("name", name)
         self.targets = tuple(targets)
@@ -131,7 +141,9 @@ class ProviderPool:
         self.ledger = Ledger(keep=keep, prices=_prices(prices))
         rules_deadline = self.resilience.retry.deadline
         self.deadline = seconds_or_none(
-            "deadline", rules_deadline if isinstance(deadline, _PoolDefault) else deadline
+            "deadline",
+            rules_deadline if isinstance(deadline, _PoolDefault) else deadline,
+            positive=True,  # a zero deadline would cut every attempt before it left
         )
         self.attempt_timeout = seconds_or_none("attempt_timeout", attempt_timeout)
         self.hedge_after = seconds_or_none("hedge_after", hedge_after, positive=True)
@@ -259,6 +271,7 @@ class ProviderPool:
             try:
                 yield events
             finally:
+                events._leave()
                 nursery.cancel_scope.cancel(reason="stream consumer left")
 
     # --- the chain's waits and its end ----------------------------------------------
@@ -366,6 +379,8 @@ class PoolStream:
     def __init__(self, race: Race) -> None:
         self._race = race
         self._runner: Runner | None = None
+        self._reading = False
+        self._left = False  # the stream's block was left
         self.response: LlmResponse | None = None
         self.error: ActorError | None = None
 
@@ -377,17 +392,39 @@ class PoolStream:
         return self
 
     async def __anext__(self) -> StreamEvent:
+        """The next event. One task reads at a time (another gets ``input_validation``);
+        after the block was left, a stream that had not ended raises ``cancelled``."""
+        if self._reading:
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "another task is reading this stream", delivered=False
+            )
+        self._reading = True
+        try:
+            return await self._next()
+        finally:
+            self._reading = False
+
+    async def _next(self) -> StreamEvent:
+        if self.response is not None:
+            raise StopAsyncIteration
+        if self.error is not None:
+            raise StopAsyncIteration
+        if self._left:
+            self.error = ActorError.from_code(
+                Code.CANCELLED, "the stream's block was left before the stream ended"
+            )
+            raise self.error
         runner = self._runner
         if runner is None:
-            if self.response is not None or self.error is not None:
-                raise StopAsyncIteration
             try:
                 runner = self._runner = await self._race.settle()
             except ActorError as err:
                 self.error = err
                 raise
-            if runner.first is not None:
-                return runner.first
+            await runner.peeked.wait()  # a stream that won by its answer: its first event
+            first = runner.first
+            if first is not None:
+                return self._event(runner, first)
         receive = runner.receive
         assert receive is not None  # a stream's runner has its channel
         try:
@@ -395,6 +432,21 @@ class PoolStream:
         except (trio.EndOfChannel, trio.ClosedResourceError):
             return self._end(runner)
         runner.tap.events += 1
+        return self._event(runner, event)
+
+    def _event(self, runner: Runner, event: Any) -> StreamEvent:
+        """``event`` handed to the consumer — or, if a target streamed something that is
+        not a :class:`StreamEvent` (not a provider actor), ``internal``."""
+        if not isinstance(event, StreamEvent):
+            target = runner.slot.target
+            self.error = ActorError.from_code(
+                Code.INTERNAL,
+                f"target {target.provider}/{target.model} streamed a "
+                f"{type(event).__name__}, not a StreamEvent",
+                provider=target.provider,
+                model=target.model,
+            )
+            raise self.error
         if event.kind == "text":
             runner.tap.text += event.text
         return event
@@ -405,12 +457,17 @@ class PoolStream:
             self.response = result
             raise StopAsyncIteration
         error = result.error if isinstance(result, Refused | Cut) else result
-        if not isinstance(error, ActorError):
-            error = ActorError.from_code(Code.INTERNAL, "a committed stream ended without a result")
+        if not isinstance(error, ActorError):  # the attempt was cancelled: the block left
+            error = ActorError.from_code(
+                Code.CANCELLED, "the stream's block was left before the stream ended"
+            )
         if runner.tap.usage is not None:
             error.usage = runner.tap.usage  # as in the ledger (which says if estimated)
         self.error = error
         raise error
+
+    def _leave(self) -> None:
+        self._left = True
 
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ Step = Callable[[Run], Awaitable[None]]
 class Runner:
     """One attempt running as a task."""
 
-    __slots__ = ("first", "hedge", "receive", "result", "scope", "slot", "tap")
+    __slots__ = ("first", "hedge", "peeked", "receive", "result", "scope", "slot", "tap")
 
     def __init__(self, slot: Slot, hedge: bool) -> None:
         self.slot = slot
@@ -50,6 +50,7 @@ class Runner:
         self.result: Result | None = None
         self.first: StreamEvent | None = None
         self.receive: trio.MemoryReceiveChannel[StreamEvent] | None = None
+        self.peeked = trio.Event()  # a stream's first event taken (or none will come)
         self.tap = Tap()
 
 
@@ -85,7 +86,11 @@ class Race:
         hedge_due = math.inf
         while True:
             now = trio.current_time()
-            if len(running) < self.width and (not running or hedge_due <= now):
+            if (
+                len(running) < self.width
+                and (not running or hedge_due <= now)
+                and now < run.deadline_at  # past it, the cuts of those running are awaited
+            ):
                 slot = chain.pick(now, running)
                 if slot is not None:
                     self._start(slot, hedge=bool(running))
@@ -98,7 +103,8 @@ class Race:
                 await self.wait(run)
                 continue
             outcome = None
-            with trio.move_on_at(hedge_due if len(running) < self.width else math.inf):
+            hedging = len(running) < self.width and now < run.deadline_at
+            with trio.move_on_at(hedge_due if hedging else math.inf):
                 outcome = await self._outcomes.receive()
             if outcome is not None:  # else the hedge is due: the loop starts one
                 kind, runner, value = outcome
@@ -107,16 +113,18 @@ class Race:
                     for other in running.values():
                         other.scope.cancel()
                     return winner
-                if kind == "done" and isinstance(value, Cut):
-                    await self.exhausted(run)  # outside the hedge timer: a hook may take long
+                if kind == "done" and isinstance(value, Cut) and not running:
+                    # The deadline cut every attempt running (each posts its cut): the
+                    # chain is exhausted once, when the last one is in — outside the
+                    # hedge timer, as a hook may take long.
+                    await self.exhausted(run)
             await trio.lowlevel.checkpoint()
 
     def _outcome(self, kind: Kind, runner: Runner, value: Any) -> Runner | None:
         """Act on one outcome; the winner, if it is one."""
         if kind == "first":
-            if runner.result is not None:
-                return None  # it failed before the event was handed over: not a winner
-            runner.first = value
+            if runner.slot not in self.running or runner.result is not None:
+                return None  # it already won by its answer, or failed before the event
             runner.tap.events = 1  # committed: a failure from now on is partial
             del self.running[runner.slot]
             return runner
@@ -129,6 +137,8 @@ class Race:
         now = trio.current_time()
         if isinstance(result, Refused):
             self.run.chain.refused(runner.slot, result.error, now)
+        elif isinstance(result, Cut):
+            self.run.chain.last = result.error
         elif isinstance(result, ActorError):
             self.run.chain.failed(runner.slot, result, now)  # a stop raises
         return None
@@ -155,6 +165,9 @@ class Race:
                 first = await receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 return  # no event: the attempt's own ending says why
+            finally:
+                runner.peeked.set()
+            runner.first = first  # kept here too: the answer may be posted before it
             self._send.send_nowait(("first", runner, first))
 
         with runner.scope:
