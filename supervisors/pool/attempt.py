@@ -92,6 +92,7 @@ class Run:
         "_make_chain",
         "attempts",
         "budget",
+        "clock",
         "deadline_at",
         "number",
         "request",
@@ -112,7 +113,10 @@ class Run:
         self._make_chain = make_chain
         self._chain: Chain | None = None
         self.budget = budget
-        self.deadline_at = math.inf if deadline is None else trio.current_time() + deadline
+        # The run's clock, read directly for the ledger's times (trio.current_time() is
+        # the same clock through three calls; this runs for every attempt).
+        self.clock = trio.lowlevel.current_clock()
+        self.deadline_at = math.inf if deadline is None else self.clock.current_time() + deadline
         self.tokens = -1  # the limiter's estimate, made when first needed
         self.attempts: list[Attempt] = []
         self.number = 0  # attempts started so far
@@ -199,7 +203,7 @@ class Attempter:
                     return Refused(decision)
                 admission = decision
         run.number = number = run.number + 1
-        started = trio.current_time()
+        started = run.clock.current_time()
         try:
             if run.deadline_at == math.inf:
                 reply = await target.ref.call(message, timeout=self.timeout, propagate_cancel=True)
@@ -319,7 +323,7 @@ class Attempter:
                 outcome,
                 code,
                 started,
-                trio.current_time() - started,
+                run.clock.current_time() - started,
                 usage,
                 None
                 if usage is None or (usage.cost is None and not ledger.prices)
