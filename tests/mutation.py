@@ -78,6 +78,8 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_resilient.py",
         "tests/test_resilience_hardening.py",
         "tests/test_breaker_pins.py",
+        "tests/test_breaker_fast_checks.py",
+        "tests/test_breaker_overlapping_calls.py",
     ),
     "supervisors/policy.py": (
         "tests/test_supervisor_policy.py",
