@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
+
+from actors import configure_logging
 
 
 @attrs.frozen
@@ -45,3 +49,15 @@ def best_pair(
             finally:
                 gc.enable()
     return best[0], best[1]
+
+
+@contextmanager
+def logs_to_null(level: str = "info") -> Iterator[None]:
+    """Log lines rendered as usual (JSON, redaction on) into a null sink for the block,
+    then to standard output again — so no later benchmark writes to a closed file."""
+    with open(os.devnull, "w") as sink:
+        configure_logging(mode="json", level=level, stream=sink)
+        try:
+            yield
+        finally:
+            configure_logging(mode="json", level=level)

@@ -13,8 +13,8 @@ what the pool does for its user: build the ``Complete`` message and estimate the
   alpha and is served by beta, vs ``resilience.call(beta, …)`` directly — no time lost on
   a target known to be down. Target: throughput ratio >= 0.9.
 
-Logging is left as configured by default (info): an answered attempt logs nothing at
-info, the ledger keeps it.
+Logging is at info into a null sink (as ``supervisor_restart``): an answered attempt
+logs nothing at info (``pool.attempt`` is debug), the ledger keeps it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import trio
 
 from actors import Actor, ActorError, Code, Usage, open_runtime
 from actors.providers import Complete, LlmRequest, LlmResponse, Message
-from bench.common import Row, best_pair
+from bench.common import Row, best_pair, logs_to_null
 from supervisors import (
     DEFAULT_RETRY,
     Breaker,
@@ -102,9 +102,10 @@ async def _loop(pooled: bool, failover: bool) -> float:
 
 
 def _row(name: str, failover: bool, target: str) -> Row:
-    direct, pooled = best_pair(
-        5, lambda: trio.run(_loop, False, failover), lambda: trio.run(_loop, True, failover)
-    )
+    with logs_to_null():  # the failover's first failure is logged (crash, breaker, attempt)
+        direct, pooled = best_pair(
+            5, lambda: trio.run(_loop, False, failover), lambda: trio.run(_loop, True, failover)
+        )
     per_direct, per_pooled = direct / CALLS * 1e6, pooled / CALLS * 1e6
     return Row(name, per_pooled, "us/request", per_direct, direct / pooled, target)
 

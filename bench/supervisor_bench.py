@@ -10,14 +10,13 @@ at once with ``start_soon``, and catches the error.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import trio
 
-from actors import Actor, ActorError, Code, configure_logging
-from bench.common import Row, best_pair
+from actors import Actor, ActorError, Code
+from bench.common import Row, best_pair, logs_to_null
 from supervisors import Backoff, ChildSpec, SupervisorSpec, open_tree
 
 RESTARTS = 3_000
@@ -70,8 +69,7 @@ async def _raw() -> float:
 
 
 def supervisor_restart() -> list[Row]:
-    with open(os.devnull, "w") as sink:
-        configure_logging(mode="json", level="info", stream=sink)
+    with logs_to_null():
         raw, ours = best_pair(5, lambda: trio.run(_raw), lambda: trio.run(_ours))
     raw_rate, our_rate = RESTARTS / raw, RESTARTS / ours
     return [
