@@ -80,6 +80,7 @@ class Tap:
 
 
 _request_ids = itertools.count(1)
+_new_tuple = tuple.__new__
 
 
 class Run:
@@ -312,9 +313,10 @@ class Attempter:
     ) -> Attempt:
         ledger = self.ledger
         provider, model = target.provider, target.model
-        # tuple.__new__ through _make, in Attempt's field order: no Python-level __new__
-        # on a path every attempt takes.
-        entry = Attempt._make(
+        # tuple.__new__ itself, in Attempt's field order: no Python-level __new__ (nor
+        # _make) on a path every attempt takes.
+        entry: Attempt = _new_tuple(
+            Attempt,
             (
                 run.request_id,
                 number,
@@ -330,7 +332,7 @@ class Attempter:
                 else ledger.cost(usage, provider, model),
                 estimated,
                 hedge,
-            )
+            ),
         )
         run.attempts.append(entry)
         progress = self.progress
