@@ -205,7 +205,10 @@ class ActorCell:
         except BaseException as exc:
             if must_propagate(exc):
                 raise
-            raise start_failed(exc, self.path) from exc
+            error = start_failed(exc, self.path)
+            if error is exc:  # already typed: raised as it is (never its own cause)
+                raise
+            raise error from exc
         if not isinstance(instance, Actor):
             error = ActorError.from_code(
                 Code.CONFIG_INVALID,

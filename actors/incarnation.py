@@ -203,7 +203,10 @@ class Incarnation:
                 if must_propagate(exc):
                     raise
                 await self.cancellation_wins(exc)
-                raise start_failed(exc, self.path) from exc
+                error = start_failed(exc, self.path)
+                if error is exc:  # already typed: raised as it is (never its own cause)
+                    raise
+                raise error from exc
         slot.state = CellState.RUNNING
         if enabled(_DEBUG):
             emit(ActorStarted(actor=self.path, restarts=slot.restarts))

@@ -249,7 +249,14 @@ class ProviderConfig:
         else:
             key = None
         if key:
-            register_secret(key)
+            try:
+                register_secret(key)
+            except ValueError as exc:  # too short to be redacted without hiding words
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"the API key of provider {self.name} is shorter than 4 characters",
+                    provider=self.name,
+                ) from exc
         return key
 
     def refusal(self, request: LlmRequest) -> Failure | None:
