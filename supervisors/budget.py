@@ -38,6 +38,7 @@ import trio
 from actors import ActorError, Code, Usage
 from actors.events import BudgetPaused, BudgetWarning
 from actors.lowlevel import emit
+from supervisors.reals import as_float
 from supervisors.state import MemoryState, StateBackend
 
 OnExceed = Literal["fail", "warn", "pause"]
@@ -60,12 +61,8 @@ _FAIL_CODE = {
 
 def _dollars(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
     """A finite number >= 0 (not a bool): a NaN price would disable a cost cap."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    number = as_float(value)
+    if number is None or not math.isfinite(number) or number < 0:
         raise ActorError.from_code(
             Code.CONFIG_INVALID,
             f"Price.{attribute.name} must be a finite number >= 0, got {type(value).__name__}",

@@ -48,6 +48,7 @@ from actors import Actor, ActorError, Code
 from actors.lowlevel import DEFAULT_CAPACITY, Overflow
 from supervisors.backoff import Backoff
 from supervisors.policy import Policy
+from supervisors.reals import as_float
 
 RestartType = Literal["permanent", "transient", "temporary"]
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
@@ -101,32 +102,22 @@ def _int_at_least(minimum: int, *, optional: bool = False) -> Check:
     return check
 
 
-def _seconds(value: Any) -> float | None:
-    """``value`` as a float when it is a real number a float can hold, else ``None``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return float(value)
-    except OverflowError:  # an int past float range: trio's clock arithmetic would raise
-        return None
-
-
 def _positive_finite(value: Any) -> str | None:
-    number = _seconds(value)
+    number = as_float(value)
     if number is not None and math.isfinite(number) and number > 0:
         return None
     return f"must be a finite number of seconds > 0, got {_show(value)}"
 
 
 def _finite_non_negative(value: Any) -> str | None:
-    number = _seconds(value)
+    number = as_float(value)
     if number is not None and math.isfinite(number) and number >= 0:
         return None
     return f"must be a finite number >= 0, got {_show(value)}"
 
 
 def _fraction(value: Any) -> str | None:
-    number = _seconds(value)
+    number = as_float(value)
     if number is not None and 0 <= number <= 1:
         return None
     return f"must be a number from 0 to 1, got {_show(value)}"
@@ -136,7 +127,7 @@ def _shutdown(value: Any) -> str | None:
     """Seconds >= 0 (``inf``: wait as long as it takes) or ``"brutal"``; never NaN."""
     if value == "brutal":
         return None
-    number = _seconds(value)
+    number = as_float(value)
     if number is not None and number >= 0:  # NaN compares false
         return None
     return f"must be seconds >= 0 or 'brutal', got {_show(value)}"

@@ -4,10 +4,10 @@ the field, raised when the pool (or a target) is built — never on the first re
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 from actors import ActorError, Code
+from supervisors.reals import as_float
 
 
 def invalid(field: str, expected: str, value: Any) -> ActorError:
@@ -19,18 +19,14 @@ def invalid(field: str, expected: str, value: Any) -> ActorError:
 
 
 def seconds_or_none(field: str, value: Any, *, positive: bool = False) -> float | None:
-    """``value`` as float seconds: ``None``, or a finite real number >= 0 (> 0 with
-    ``positive``). NaN, infinities, negatives, bools and non-numbers are refused."""
+    """``value`` as float seconds: ``None``, or a finite number >= 0 (> 0 with
+    ``positive``) as :func:`~supervisors.reals.as_float` reads numbers. NaN, infinities,
+    negatives, bools, huge ints and non-numbers are refused."""
     if value is None:
         return None
     expected = "None or a finite number of seconds " + ("> 0" if positive else ">= 0")
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise invalid(field, expected, value)
-    try:
-        number = float(value)
-    except (OverflowError, ValueError, TypeError) as exc:
-        raise invalid(field, expected, value) from exc
-    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+    number = as_float(value)
+    if number is None or not math.isfinite(number) or number < 0 or (positive and number == 0):
         raise invalid(field, expected, value)
     return number
 
