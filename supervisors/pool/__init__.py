@@ -9,8 +9,9 @@ from supervisors.pool.escalation import (
     UseTarget,
 )
 from supervisors.pool.ledger import Attempt, Ledger, Totals
-from supervisors.pool.pool import POOL_DEFAULT, PoolStream, ProviderPool
+from supervisors.pool.pool import POOL_DEFAULT, ProviderPool
 from supervisors.pool.routing import MOVES, Move, move_for
+from supervisors.pool.stream import PoolStream
 from supervisors.pool.target import Target
 
 __all__ = [

@@ -40,7 +40,7 @@ from actors import ActorError, Code, Usage, classify
 from actors.providers import LlmRequest, LlmResponse
 from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget
-from supervisors.pool.chain import Chain
+from supervisors.pool.chain import Chain, Slot
 from supervisors.pool.ledger import Attempt, Ledger, Outcome
 from supervisors.pool.target import Target
 from supervisors.ratelimit import Permit, RateLimiter
@@ -66,6 +66,21 @@ class Cut:
 
     def __init__(self, error: ActorError) -> None:
         self.error = error
+
+
+def apply(chain: Chain, slot: Slot, failure: Refused | Cut | ActorError) -> bool:
+    """Put a failed attempt on the chain: a refusal blocks ``slot``, a failure moves the
+    chain (a stop raises it). ``True`` for a cut by the deadline — the caller ends the
+    chain (the one decision that is the pool's, not the chain's)."""
+    now = trio.current_time()
+    if isinstance(failure, Refused):
+        chain.refused(slot, failure.error, now)
+        return False
+    if isinstance(failure, Cut):
+        chain.last = failure.error
+        return True
+    chain.failed(slot, failure, now)
+    return False
 
 
 class Tap:

@@ -42,9 +42,9 @@ import trio
 from actors import ActorError, Code
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
-from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse, StreamEvent
+from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
 from supervisors.budget import Budget, Price
-from supervisors.pool.attempt import Attempter, Cut, Refused, Run
+from supervisors.pool.attempt import Attempter, Cut, Refused, Run, apply
 from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
 from supervisors.pool.config import name as check_name
@@ -58,7 +58,8 @@ from supervisors.pool.escalation import (
     exhausted,
 )
 from supervisors.pool.ledger import Ledger
-from supervisors.pool.race import Race, Runner
+from supervisors.pool.race import Race
+from supervisors.pool.stream import PoolStream
 from supervisors.pool.target import Target, expand
 from supervisors.resilient import Resilience
 
@@ -229,7 +230,8 @@ class ProviderPool:
             chain.cursor = index + 1
         while True:
             if slot is not None and failed is not None:
-                await self._settle(run, slot, failed)
+                if apply(chain, slot, failed):  # cut by the deadline (a stop raised)
+                    await self._exhausted(run)
                 # A failure yields: a loop of refusals cannot starve other tasks, and a
                 # cancelled caller gets trio.Cancelled here rather than the failure.
                 await trio.lowlevel.checkpoint()
@@ -240,18 +242,6 @@ class ProviderPool:
             if isinstance(result, LlmResponse):
                 return result
             failed = result
-
-    async def _settle(self, run: Run, slot: Slot, result: Refused | Cut | ActorError) -> None:
-        """Apply a failed attempt to the chain: a stop (or the deadline) ends the request."""
-        chain = run.chain
-        now = trio.current_time()
-        if isinstance(result, Refused):
-            chain.refused(slot, result.error, now)
-        elif isinstance(result, Cut):
-            chain.last = result.error
-            await self._exhausted(run)
-        else:
-            chain.failed(slot, result, now)  # a stop raises
 
     @asynccontextmanager
     async def stream(
@@ -366,108 +356,6 @@ class ProviderPool:
             raise failure
         if self.deadline is not None:
             run.deadline_at = trio.current_time() + self.deadline
-
-
-class PoolStream:
-    """The events of one pooled stream; iterate it with ``async for``.
-
-    After a complete stream :attr:`response` is the assembled answer; after a failure
-    :attr:`error` is what was raised. :attr:`attempts` lists this request's ledger
-    entries so far.
-    """
-
-    def __init__(self, race: Race) -> None:
-        self._race = race
-        self._runner: Runner | None = None
-        self._reading = False
-        self._left = False  # the stream's block was left
-        self.response: LlmResponse | None = None
-        self.error: ActorError | None = None
-
-    @property
-    def attempts(self) -> list[Any]:
-        return list(self._race.run.attempts)
-
-    def __aiter__(self) -> PoolStream:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        """The next event. One task reads at a time (another gets ``input_validation``);
-        after the block was left, a stream that had not ended raises ``cancelled``."""
-        if self._reading:
-            raise ActorError.from_code(
-                Code.INPUT_VALIDATION, "another task is reading this stream", delivered=False
-            )
-        self._reading = True
-        try:
-            return await self._next()
-        finally:
-            self._reading = False
-
-    async def _next(self) -> StreamEvent:
-        if self.response is not None:
-            raise StopAsyncIteration
-        if self.error is not None:
-            raise StopAsyncIteration
-        if self._left:
-            self.error = ActorError.from_code(
-                Code.CANCELLED, "the stream's block was left before the stream ended"
-            )
-            raise self.error
-        runner = self._runner
-        if runner is None:
-            try:
-                runner = self._runner = await self._race.settle()
-            except ActorError as err:
-                self.error = err
-                raise
-            await runner.peeked.wait()  # a stream that won by its answer: its first event
-            first = runner.first
-            if first is not None:
-                return self._event(runner, first)
-        receive = runner.receive
-        assert receive is not None  # a stream's runner has its channel
-        try:
-            event = await receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            return self._end(runner)
-        runner.tap.events += 1
-        return self._event(runner, event)
-
-    def _event(self, runner: Runner, event: Any) -> StreamEvent:
-        """``event`` handed to the consumer — or, if a target streamed something that is
-        not a :class:`StreamEvent` (not a provider actor), ``internal``."""
-        if not isinstance(event, StreamEvent):
-            target = runner.slot.target
-            self.error = ActorError.from_code(
-                Code.INTERNAL,
-                f"target {target.provider}/{target.model} streamed a "
-                f"{type(event).__name__}, not a StreamEvent",
-                provider=target.provider,
-                model=target.model,
-            )
-            raise self.error
-        if event.kind == "text":
-            runner.tap.text += event.text
-        return event
-
-    def _end(self, runner: Runner) -> StreamEvent:
-        result = runner.result
-        if isinstance(result, LlmResponse):
-            self.response = result
-            raise StopAsyncIteration
-        error = result.error if isinstance(result, Refused | Cut) else result
-        if not isinstance(error, ActorError):  # the attempt was cancelled: the block left
-            error = ActorError.from_code(
-                Code.CANCELLED, "the stream's block was left before the stream ended"
-            )
-        if runner.tap.usage is not None:
-            error.usage = runner.tap.usage  # as in the ledger (which says if estimated)
-        self.error = error
-        raise error
-
-    def _leave(self) -> None:
-        self._left = True
 
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ import trio
 
 from actors import ActorError
 from actors.providers import Complete, LlmResponse, Stream, StreamEvent
-from supervisors.pool.attempt import Attempter, Cut, Refused, Run, Tap
+from supervisors.pool.attempt import Attempter, Cut, Refused, Run, Tap, apply
 from supervisors.pool.chain import Slot
 
 Result = LlmResponse | Refused | Cut | ActorError
@@ -134,13 +134,7 @@ class Race:
             raise result.error
         if isinstance(result, LlmResponse):
             return runner
-        now = trio.current_time()
-        if isinstance(result, Refused):
-            self.run.chain.refused(runner.slot, result.error, now)
-        elif isinstance(result, Cut):
-            self.run.chain.last = result.error
-        elif isinstance(result, ActorError):
-            self.run.chain.failed(runner.slot, result, now)  # a stop raises
+        apply(self.run.chain, runner.slot, result)  # a stop raises; a cut: settle() ends
         return None
 
     def _start(self, slot: Slot, *, hedge: bool) -> None:
