@@ -166,7 +166,10 @@ async def test_a_request_that_is_not_an_llm_request_is_refused_before_sending(
             await pool.complete(request(), budget="x")  # type: ignore[arg-type]
         assert f.count("A") == 0
         assert len(pool.ledger) == 0
-        assert isinstance(Budget("x", BudgetLimits()), Budget)
+        budget = Budget("x", BudgetLimits())
+        with pytest.raises(ActorError, match="a pool takes an LlmRequest"):
+            await pool.complete("hello", budget=budget)  # type: ignore[arg-type]
+        assert budget.tokens == 0  # refused before anything was charged
 
 
 async def test_the_deadline_defaults_to_the_retry_rules_deadline(
