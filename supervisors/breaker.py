@@ -174,26 +174,31 @@ class Breaker:
             model is None or local.breaker_clean(model_key(admission.provider, model))
         )
 
-    def blocked_fast(self, provider: str, model: str | None = None) -> float | None:
+    def blocked_fast(
+        self, provider: str, model: str | None = None, now: float | None = None
+    ) -> float | None:
         """Seconds until a call to ``provider`` (and ``model``) could be admitted, when the
         in-process breakers would refuse it now (``inf``: open for good) — the provider's
         wait when its own breaker refuses, else the model's; ``None`` when they might
-        admit it, or when the state is shared (ask :meth:`admit`). No side effects, no
-        error built: how a pool skips a target known to be down."""
+        admit it, or when the state is shared (ask :meth:`admit`). ``now``: the trio
+        time, when the caller has it (default: read here). No side effects, no error
+        built: how a pool skips a target known to be down."""
         local = self.local
         if local is None:
             return None
         breakers = local.breakers  # only breakers that are not closed-and-clean are here
         if not breakers:
             return None
+        if now is None:
+            now = trio.current_time()
         if provider in breakers:
-            wait = local.breaker_blocked(provider, trio.current_time())
+            wait = local.breaker_blocked(provider, now)
             if wait is not None:
                 return wait  # the provider's own breaker is reason enough to skip it
         if model is None:
             return None
         key = model_key(provider, model)
-        return local.breaker_blocked(key, trio.current_time()) if key in breakers else None
+        return local.breaker_blocked(key, now) if key in breakers else None
 
     def model_gone_fast(self, provider: str, model: str) -> bool:
         """The in-process breaker of ``model`` on ``provider`` is open for good (the

@@ -94,9 +94,10 @@ class RateLimiter:
         }
         self._locals: dict[str, _Local] = {}  # key -> its in-process fast path
 
-    def acquire_fast(self, key: str, *, tokens: int = 0) -> Permit | None:
+    def acquire_fast(self, key: str, *, tokens: int = 0, now: float | None = None) -> Permit | None:
         """A permit at once, without a coroutine, when the in-process buckets can grant it
-        with no wait; else ``None`` (then use :meth:`acquire`). Not a checkpoint."""
+        with no wait; else ``None`` (then use :meth:`acquire`). Not a checkpoint. ``now``:
+        the trio time, when the caller has it (default: read here)."""
         local = self._locals.get(key)
         if local is None:
             local = self._local_of(key)
@@ -105,7 +106,8 @@ class RateLimiter:
         requests, token_bucket = local.requests, local.tokens
         if requests is not None or token_bucket is not None:
             # Bucket.refill inlined: this runs on every call of the hot path.
-            now = trio.current_time()
+            if now is None:
+                now = trio.current_time()
             if requests is not None:
                 level = requests.level
                 if now > requests.updated:

@@ -30,6 +30,10 @@ ROLES: Final = ("system", "user", "assistant", "tool")
 # message content is the user's payload.
 
 
+_new_object = object.__new__
+_set_field = object.__setattr__  # a frozen attrs class is set this way by its own __init__
+
+
 def _expect(expected: str, ok: Callable[[Any], bool]) -> Callable[[Any, Any, Any], None]:
     def validator(instance: Any, attribute: Any, value: Any) -> None:
         if not ok(value):
@@ -293,6 +297,15 @@ class Complete:
     request: LlmRequest = attrs.field(
         validator=_expect("an LlmRequest", lambda value: isinstance(value, LlmRequest))
     )
+
+    @classmethod
+    def unchecked(cls, request: LlmRequest) -> Complete:
+        """``Complete(request)`` without the validator, for a caller that has checked
+        ``request`` is an :class:`LlmRequest` (a pool checks each request once, then sends
+        it on every attempt). Anything else makes a message the provider will reject."""
+        message = _new_object(cls)
+        _set_field(message, "request", request)
+        return message
 
 
 @attrs.frozen

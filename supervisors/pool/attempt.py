@@ -94,8 +94,15 @@ class Tap:
         self.usage: Usage | None = None  # a partial attempt's usage, as in its ledger entry
 
 
-_request_ids = itertools.count(1)
+#: Numbers for the ids of requests that bring none (``pool-N``).
+request_ids = itertools.count(1)
 _new_tuple = tuple.__new__
+
+
+def request_id_of(request: LlmRequest) -> str:
+    """The request's id: its ``metadata["request_id"]``, else a new ``pool-N``."""
+    given = request.metadata.get("request_id")
+    return str(given) if given else f"pool-{next(request_ids)}"
 
 
 class Run:
@@ -122,10 +129,10 @@ class Run:
         make_chain: Callable[[], Chain],
         budget: Budget | None,
         deadline: float | None,
+        request_id: str | None = None,
     ) -> None:
         self.request = request
-        given = request.metadata.get("request_id")
-        self.request_id = str(given) if given else f"pool-{next(_request_ids)}"
+        self.request_id = request_id_of(request) if request_id is None else request_id
         self._make_chain = make_chain
         self._chain: Chain | None = None
         self.budget = budget
@@ -229,14 +236,41 @@ class Attempter:
                     reply = await target.ref.call(
                         message, timeout=self.timeout, propagate_cancel=True
                     )
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - a cancellation is re-raised by ended()
+            return await self.ended(
+                run, target, number, started, admission, permit, None, exc, tap, hedge
+            )
+        return await self.ended(
+            run, target, number, started, admission, permit, reply, None, tap, hedge
+        )
+
+    async def ended(
+        self,
+        run: Run,
+        target: Target,
+        number: int,
+        started: float,
+        admission: Admission | None,
+        permit: Permit | None,
+        reply: Any,
+        exc: BaseException | None = None,
+        tap: Tap | None = None,
+        hedge: bool = False,
+    ) -> LlmResponse | Cut | ActorError:
+        """The call of attempt ``number`` returned ``reply`` (:data:`_CUT`: the deadline
+        cut it) or raised ``exc``: its verdict, reservation, ledger entry and charge.
+        Returns the answer or the failure; a cancellation is re-raised (its entry says
+        ``cancelled``)."""
+        provider, model = target.provider, target.model
+        breaker, limiter = self.breaker, self.limiter
+        if exc is not None:
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
             if permit is not None:
                 await return_permit(limiter, permit, exc, True)  # type: ignore[arg-type]
             if not isinstance(exc, Exception):
                 self._enter(run, target, number, started, "cancelled", None, None, hedge=hedge)
-                raise
+                raise exc
             error = classify(exc, provider=provider, model=model)
             return await self._failed(run, target, number, started, error, tap, hedge)
         if reply is _CUT:
@@ -277,7 +311,7 @@ class Attempter:
             if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
                 await limiter.settle(permit, actual)  # type: ignore[union-attr]
         entry = self._enter(run, target, number, started, "ok", None, usage, hedge=hedge)
-        if budget is not None:
+        if run.budget is not None:
             await self._charge(run, entry)
         return reply
 
@@ -326,35 +360,64 @@ class Attempter:
         *,
         hedge: bool,
     ) -> Attempt:
-        ledger = self.ledger
-        provider, model = target.provider, target.model
-        # tuple.__new__ itself, in Attempt's field order: no Python-level __new__ (nor
-        # _make) on a path every attempt takes.
         entry: Attempt = _new_tuple(
             Attempt,
-            (
+            self.enter(
                 run.request_id,
                 number,
-                provider,
-                model,
-                outcome,
-                code,
+                target,
                 started,
                 run.clock.current_time() - started,
+                outcome,
+                code,
                 usage,
-                None
-                if usage is None or (usage.cost is None and not ledger.prices)
-                else ledger.cost(usage, provider, model),
                 estimated,
                 hedge,
             ),
         )
         run.attempts.append(entry)
+        return entry
+
+    def enter(
+        self,
+        request_id: str,
+        number: int,
+        target: Target,
+        started: float,
+        latency: float,
+        outcome: Outcome,
+        code: Code | None,
+        usage: Usage | None,
+        estimated: bool,
+        hedge: bool,
+    ) -> tuple[Any, ...]:
+        """Record an attempt's ledger entry (priced) — a plain tuple in
+        :class:`~supervisors.pool.ledger.Attempt`'s field order, made into one only when
+        read — and wake the requests that wait for any attempt to end."""
+        ledger = self.ledger
+        provider, model = target.provider, target.model
+        entry = (
+            request_id,
+            number,
+            provider,
+            model,
+            outcome,
+            code,
+            started,
+            latency,
+            usage,
+            None
+            if usage is None or (usage.cost is None and not ledger.prices)
+            else ledger.cost(usage, provider, model),
+            estimated,
+            hedge,
+        )
         progress = self.progress
         if progress is not None:
             self.progress = None
             progress.set()
-        return ledger.record(entry)
+        ledger.record(entry)
+        return entry
 
     @staticmethod
     async def _charge(run: Run, entry: Attempt) -> None:

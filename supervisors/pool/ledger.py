@@ -23,9 +23,12 @@ target) for the pool's life and the last ``keep`` entries.
 from __future__ import annotations
 
 import collections
+import functools
+import itertools
 import logging
+import operator
 from collections.abc import Callable, Iterator, Mapping
-from typing import Final, Literal, NamedTuple, TypeVar
+from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 import attrs
 
@@ -105,22 +108,41 @@ class Ledger:
         self, *, keep: int = 1000, prices: Mapping[tuple[str, str], Price] | None = None
     ) -> None:
         self.prices = dict(prices or {})
-        self.entries: collections.deque[Attempt] = collections.deque(maxlen=keep)
+        # Entries as recorded (plain tuples in Attempt's field order, or Attempts).
+        self._recent: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=keep)
         # Totals by (provider, model, outcome). Recording an attempt only appends it to
-        # _unfolded (the hot path); the totals take them in when read, or every
-        # FOLD_EVERY attempts, so the list stays short.
+        # _unfolded (the hot path); the recent entries and the totals take them in when
+        # read, or every FOLD_EVERY attempts, so the list stays short.
         self._totals: dict[tuple[str, str, str], Totals] = {}
-        self._unfolded: list[Attempt] = []
+        self._unfolded: list[tuple[Any, ...]] = []
+
+    @property
+    def entries(self) -> collections.deque[Attempt]:
+        """The last ``keep`` entries, oldest first (a copy: recording goes on)."""
+        self._fold()
+        recent = self._recent
+        return collections.deque(map(_as_attempt, recent), maxlen=recent.maxlen)
 
     def _fold(self) -> dict[tuple[str, str, str], Totals]:
         totals_by_key = self._totals
-        for entry in self._unfolded:
-            key = (entry.provider, entry.model, entry.outcome)
+        unfolded = self._unfolded
+        if not unfolded:
+            return totals_by_key
+        self._recent.extend(unfolded)
+        # By runs of one key (a pool's attempts mostly share one), summed in C.
+        for key, run in itertools.groupby(unfolded, _KEY):
             totals = totals_by_key.get(key)
             if totals is None:
                 totals = totals_by_key[key] = Totals()
-            totals.add(entry)
-        self._unfolded.clear()
+            group = list(run)
+            totals.attempts += len(group)
+            usages = list(filter(None, map(_USAGE, group)))  # the entries with a usage
+            if usages:
+                totals.input_tokens += sum(map(_INPUT_TOKENS, usages))
+                totals.output_tokens += sum(map(_OUTPUT_TOKENS, usages))
+            for cost in filter(None, map(_COST, group)):  # known and not zero
+                totals.cost += cost  # one by one, in order: as Totals.add would
+        unfolded.clear()
         return totals_by_key
 
     @property
@@ -155,36 +177,38 @@ class Ledger:
             return None
         return cost_of(self.prices, usage, provider, model)
 
-    def record(self, entry: Attempt) -> Attempt:
+    def record(self, entry: Attempt | tuple[Any, ...]) -> None:
         """Add ``entry`` to the totals and the recent entries, and report it: an answered
-        attempt as ``pool.attempt`` (debug), any other as ``pool.attempt_failed``."""
-        self.entries.append(entry)
+        attempt as ``pool.attempt`` (debug), any other as ``pool.attempt_failed``.
+
+        ``entry`` may be a plain tuple of :class:`Attempt`'s fields in order (how the
+        pool records: the named tuple is made only when an entry is read)."""
         unfolded = self._unfolded
         unfolded.append(entry)
         if len(unfolded) >= FOLD_EVERY:
             self._fold()
-        ok = entry.outcome == "ok"
+        ok = entry[4] == "ok"  # its outcome
         if ok and not enabled(logging.DEBUG):
-            return entry
-        usage = entry.usage
+            return
+        attempt = _as_attempt(entry)
+        usage = attempt.usage
         record = PoolAttempt if ok else PoolAttemptFailed
         emit(
             record(
-                request_id=entry.request_id,
-                number=entry.number,
-                provider=entry.provider,
-                model=entry.model,
-                outcome=entry.outcome,
-                code=None if entry.code is None else str(entry.code),
-                latency=entry.latency,
+                request_id=attempt.request_id,
+                number=attempt.number,
+                provider=attempt.provider,
+                model=attempt.model,
+                outcome=attempt.outcome,
+                code=None if attempt.code is None else str(attempt.code),
+                latency=attempt.latency,
                 input_tokens=None if usage is None else usage.input_tokens,
                 output_tokens=None if usage is None else usage.output_tokens,
-                cost=entry.cost,
-                usage_estimated=entry.usage_estimated,
-                hedge=entry.hedge,
+                cost=attempt.cost,
+                usage_estimated=attempt.usage_estimated,
+                hedge=attempt.hedge,
             )
         )
-        return entry
 
     def of(self, request_id: str) -> list[Attempt]:
         """The recent entries of one request, in order."""
@@ -195,3 +219,12 @@ class Ledger:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+#: An entry as recorded (a tuple of the fields in order) as an :class:`Attempt`.
+_as_attempt: Final[Callable[[tuple[Any, ...]], Attempt]] = functools.partial(tuple.__new__, Attempt)
+_KEY: Final = operator.itemgetter(2, 3, 4)  # (provider, model, outcome)
+_USAGE: Final = operator.itemgetter(8)
+_COST: Final = operator.itemgetter(9)
+_INPUT_TOKENS: Final = operator.attrgetter("input_tokens")
+_OUTPUT_TOKENS: Final = operator.attrgetter("output_tokens")

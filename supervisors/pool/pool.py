@@ -39,12 +39,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from actors import ActorError, Code
+from actors import ActorError, Code, Usage
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
+from supervisors.breaker import Admission
 from supervisors.budget import Budget, Price
-from supervisors.pool.attempt import Attempter, Cut, Refused, Run, apply
+from supervisors.pool.attempt import Attempter, Cut, Refused, Run, apply, request_ids
 from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
 from supervisors.pool.config import name as check_name
@@ -61,6 +62,7 @@ from supervisors.pool.ledger import Ledger
 from supervisors.pool.race import Race
 from supervisors.pool.stream import PoolStream
 from supervisors.pool.target import Target, expand
+from supervisors.ratelimit import Permit
 from supervisors.resilient import Resilience
 
 
@@ -155,6 +157,13 @@ class ProviderPool:
             if breaker is None
             else lambda target: breaker.blocked_fast(target.provider, target.model)
         )
+        # No deadline, no hedging: a request without a budget takes the fast path.
+        self._plain = self.deadline is None and self.hedge_after is None
+        # The fast path's memory of blocked_fast: per chain position, the trio time until
+        # which its breaker refuses it — valid while the in-process state's generation is
+        # the one seen (a success, a freed probe lease or a reset may admit sooner).
+        self._down = [-math.inf] * len(self.chain)
+        self._down_generation = -1
         self._attempter = Attempter(
             self.resilience.breaker, self.resilience.limiter, self.ledger, self.attempt_timeout
         )
@@ -170,62 +179,147 @@ class ProviderPool:
         when the chain is exhausted, ``budget_exceeded`` at a cap; a cancelled caller gets
         ``trio.Cancelled``, never a failure.
         """
+        if isinstance(budget, _PoolDefault):
+            budget = self.budget
+        if budget is not None or not self._plain or type(request) is not LlmRequest:
+            return await self._complete(request, budget)
+        # The fast path (no budget, deadline or hedging): the first target its breaker
+        # and limiter admit at once — skipping those its breaker knows to be down for a
+        # while — is called without a chain or a Run; one is made only when that attempt
+        # fails or something needs more than a glance (a breaker that counted failures,
+        # a limiter that would make it wait, a target out for good): the walk goes on.
+        breaker, limiter = self.resilience.breaker, self.resilience.limiter
+        skipped: list[tuple[int, float]] = []
+        tokens = -1
+        position = 0
+        clock = trio.lowlevel.current_clock()
+        now = clock.current_time()
+        down = self._down
+        if (
+            breaker is not None
+            and (local := breaker.local) is not None
+            and local.generation != self._down_generation  # a breaker may admit sooner
+        ):
+            down = self._down = [-math.inf] * len(self.chain)
+            self._down_generation = local.generation
+        for target in self.chain:
+            provider, model = target.provider, target.model
+            admission: Admission | None = None
+            if breaker is not None:
+                if down[position] > now:  # its breaker said so: not asked again until then
+                    skipped.append((position, down[position] - now))
+                    position += 1
+                    continue
+                admission = breaker.admit_fast(provider, model)
+                if admission is None:
+                    wait = breaker.blocked_fast(provider, model, now)
+                    if wait is None or wait == math.inf:
+                        break  # it may admit (or is out for good): the walk decides
+                    down[position] = now + wait
+                    skipped.append((position, wait))
+                    position += 1
+                    continue
+            permit: Permit | None = None
+            if limiter is not None:
+                if tokens < 0:
+                    tokens = request.estimated_prompt_tokens() + request.max_tokens
+                permit = limiter.acquire_fast(provider, tokens=tokens, now=now)
+                if permit is None:
+                    break  # it would wait (or refuse): the walk decides
+            attempter = self._attempter
+            started = now  # nothing was awaited since
+            try:
+                reply = await target.ref.call(
+                    Complete.unchecked(request), timeout=self.attempt_timeout, propagate_cancel=True
+                )
+            except BaseException as exc:  # noqa: BLE001 - a cancellation is re-raised there
+                run = self._first_run(request, tokens)
+                failed = await attempter.ended(
+                    run, target, 1, started, admission, permit, None, exc
+                )
+                assert not isinstance(failed, LlmResponse)  # a call that raised
+                return await self._walk(run, skipped, position, failed)
+            if (
+                type(reply) is LlmResponse
+                and type(usage := reply.usage) is Usage
+                and (admission is None or breaker.unchanged_by_success(admission))  # type: ignore[union-attr]
+                and (permit is None or limiter.settle_fast(permit, usage.total_tokens))  # type: ignore[union-attr]
+            ):
+                given = request.metadata.get("request_id")  # request_id_of, inlined
+                attempter.enter(
+                    str(given) if given else f"pool-{next(request_ids)}",
+                    1,
+                    target,
+                    started,
+                    clock.current_time() - started,
+                    "ok",
+                    None,
+                    usage,
+                    False,
+                    False,
+                )
+                return reply
+            run = self._first_run(request, tokens)
+            answered = await attempter.ended(run, target, 1, started, admission, permit, reply)
+            if isinstance(answered, LlmResponse):
+                return answered
+            return await self._walk(run, skipped, position, answered)
+        return await self._walk(self._first_run(request, tokens, 0), skipped, position, None)
+
+    async def _complete(self, request: LlmRequest, budget: Budget | None) -> LlmResponse:
         run = self._run(request, budget)
         if self.hedge_after is not None:
             async with open_nursery_unwrapped() as nursery:
                 winner = await self._race(run, nursery, stream=False).settle()
                 nursery.cancel_scope.cancel(reason="a hedged attempt answered")
             return winner.result  # type: ignore[return-value]
-        target = self.chain[0]
-        blocked = self._blocked
-        wait = None if blocked is None else blocked(target)
-        if wait is None:
-            result = await self._attempter.attempt(
-                run, target, Complete(run.request_for(target.model))
-            )
-            if isinstance(result, LlmResponse):
-                return result
-            return await self._walk(run, [], 0, result)
-        return await self._walk(run, [(0, wait)], None, None)
+        return await self._walk(run, [], 0, None)
+
+    def _first_run(self, request: LlmRequest, tokens: int, number: int = 1) -> Run:
+        run = Run(request, self._make_chain, None, None)
+        run.tokens, run.number = tokens, number
+        return run
 
     async def _walk(
         self,
         run: Run,
         skipped: list[tuple[int, float]],
-        index: int | None,
+        index: int,
         failed: Refused | Cut | ActorError | None,
     ) -> LlmResponse:
-        """The chain after the first target: it failed (``index`` 0, ``failed``), or its
-        breaker is known to refuse it (``index`` ``None``).
+        """The chain of ``run``: the target at ``index`` failed with ``failed``, or (with
+        ``failed`` ``None``) is the next to try; the targets in ``skipped`` are known to
+        be down for the seconds given (their breaker refuses them).
 
-        While no attempt has failed, no chain is made: the targets are taken in order,
-        skipping those whose breaker is known to refuse them (a target out for good
-        leaves the choice to the chain). The chain is made at the first failure."""
+        Until an attempt fails no chain is made: the targets are taken in order, skipping
+        those whose breaker is known to refuse them (a target out for good leaves the
+        choice to the chain). The chain is made at the first failure."""
         attempt = self._attempter.attempt
         targets = self.chain
-        if index is None and skipped[-1][1] != math.inf:
+        if failed is None:
             blocked = self._blocked
-            assert blocked is not None  # only a breaker skips the first target
-            position, wait = 1, None
-            while position < len(targets):
-                wait = blocked(targets[position])
+            wait = None
+            while index < len(targets):
+                wait = None if blocked is None else blocked(targets[index])
                 if wait is None or wait == math.inf:
                     break
-                skipped.append((position, wait))
-                position += 1
-            if position < len(targets) and wait is None:
-                target = targets[position]
-                result = await attempt(run, target, Complete(run.request_for(target.model)))
+                skipped.append((index, wait))
+                index += 1
+            if index < len(targets) and wait is None:
+                target = targets[index]
+                result = await attempt(
+                    run, target, Complete.unchecked(run.request_for(target.model))
+                )
                 if isinstance(result, LlmResponse):
                     return result
-                index, failed = position, result
+                failed = result
         chain = run.chain
         now = trio.current_time()
         for position, wait in skipped:
             if wait != math.inf:  # a target out for good is the chain's to judge
                 chain.skip(chain.slots[position], wait, now)
         slot: Slot | None = None
-        if index is not None:
+        if failed is not None:
             slot = chain.slots[index]
             chain.cursor = index + 1
         while True:
@@ -238,7 +332,7 @@ class ProviderPool:
             while (slot := chain.pick(trio.current_time())) is None:
                 await self._wait(run)
             target = slot.target
-            result = await attempt(run, target, Complete(run.request_for(target.model)))
+            result = await attempt(run, target, Complete.unchecked(run.request_for(target.model)))
             if isinstance(result, LlmResponse):
                 return result
             failed = result

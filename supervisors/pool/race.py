@@ -144,7 +144,7 @@ class Race:
 
     async def _complete(self, runner: Runner) -> None:
         run = self.run
-        message = Complete(run.request_for(runner.slot.target.model))
+        message = Complete.unchecked(run.request_for(runner.slot.target.model))
         with runner.scope:
             await self._attempt(runner, message, None)
 
