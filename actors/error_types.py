@@ -79,6 +79,8 @@ class ActorError(Exception):
     actor: str | None = None
     provider: str | None = None
     model: str | None = None
+    #: The tool a tool error is about (its registered name).
+    tool: str | None = None
     attempt: int | None = None
     correlation_id: str = attrs.field(factory=new_correlation_id)
     retry_after: float | None = None
@@ -96,6 +98,7 @@ class ActorError(Exception):
             "actor",
             "provider",
             "model",
+            "tool",
             "attempt",
             "correlation_id",
             "retry_after",
@@ -137,6 +140,7 @@ class ActorError(Exception):
             "actor": self.actor,
             "provider": self.provider,
             "model": self.model,
+            "tool": self.tool,
             "attempt": self.attempt,
             "http_status": self.http_status,
             "retry_after": self.retry_after,

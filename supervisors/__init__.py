@@ -31,6 +31,7 @@ from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
 from supervisors.state import MemoryState, StateBackend
 from supervisors.supervisor import ChildInfo, ChildState, Supervisor
+from supervisors.tools import Tools, tool_hosts
 from supervisors.tree import Tree, open_tree
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "Supervisor",
     "SupervisorSpec",
     "Target",
+    "Tools",
     "Tree",
     "UseTarget",
     "default_directive",
@@ -75,4 +77,5 @@ __all__ = [
     "load_spec",
     "open_tree",
     "retrying",
+    "tool_hosts",
 ]

@@ -21,6 +21,8 @@ Families (docs/events.md lists every record with its fields):
 * resilience — :class:`RetryScheduled`, :class:`BreakerTransition`,
   :class:`BudgetWarning`, :class:`BudgetPaused`, :class:`PoolAttempt`,
   :class:`PoolAttemptFailed`, :class:`PoolEscalated`;
+* tools — :class:`ToolRetried`, :class:`ToolCallFailed`, :class:`ToolFallback`,
+  :class:`ToolCleanupOverrun`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
 """
@@ -66,6 +68,12 @@ from actors.events.supervision import (
     SupervisorDecision,
     SupervisorEscalated,
 )
+from actors.events.tools import (
+    ToolCallFailed,
+    ToolCleanupOverrun,
+    ToolFallback,
+    ToolRetried,
+)
 
 #: Every record class of the runtime, by family (docs/events.md lists each).
 RECORDS: tuple[type[Event], ...] = (
@@ -90,6 +98,10 @@ RECORDS: tuple[type[Event], ...] = (
     PoolAttempt,
     PoolAttemptFailed,
     PoolEscalated,
+    ToolRetried,
+    ToolCallFailed,
+    ToolFallback,
+    ToolCleanupOverrun,
     TaskFailed,
     DeadLetterReported,
     DeadLettersThrottled,
@@ -129,5 +141,9 @@ __all__ = [
     "SupervisorDecision",
     "SupervisorEscalated",
     "TaskFailed",
+    "ToolCallFailed",
+    "ToolCleanupOverrun",
+    "ToolFallback",
+    "ToolRetried",
     "safe_error",
 ]

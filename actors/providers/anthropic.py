@@ -225,10 +225,7 @@ class AnthropicDialect:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                for t in request.tools
-            ]
+            body["tools"] = [t.anthropic() for t in request.tools]
         if request.tool_choice is not None:
             body["tool_choice"] = _tool_choice(request.tool_choice)
         if stream:

@@ -86,6 +86,25 @@ class ToolSpec:
         factory=lambda: {"type": "object"}, validator=_expect("a mapping", _mapping)
     )
 
+    def openai(self) -> dict[str, Any]:
+        """This tool in the OpenAI (chat completions) ``tools`` format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+    def anthropic(self) -> dict[str, Any]:
+        """This tool in the Anthropic (messages) ``tools`` format."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.parameters),
+        }
+
 
 @attrs.frozen(kw_only=True)
 class ToolCall:

@@ -142,17 +142,7 @@ class OpenAIDialect:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": dict(t.parameters),
-                    },
-                }
-                for t in request.tools
-            ]
+            body["tools"] = [t.openai() for t in request.tools]
         if request.tool_choice is not None:
             body["tool_choice"] = request.tool_choice
         if request.response_format is not None:

@@ -1,0 +1,190 @@
+"""Tool hosts: the actors tools run in, and the two messages every host answers.
+
+A host is an actor under a supervisor (one per tool or per group: the spec decides). It
+answers :class:`ListTools` with its tools' :class:`ToolInfo` and :class:`RunTool` with a
+tool's output — each run as deferred work, so a slow tool does not hold the mailbox and
+a caller that goes away (``propagate_cancel``) cancels only its own run. The front door
+(:class:`supervisors.Tools`) checks grants and arguments before a run reaches a host;
+a host trusts what it is sent.
+
+How a run ends, as the host reports it:
+
+* the function returned — its output, or a :class:`~actors.tools.define.Partial`;
+* it raised an :class:`~actors.ActorError` — that error, its code kept (``resource_busy``,
+  ``tool_failed``…), the tool named; any other exception — ``tool_failed``, the exception
+  its cause (the model never sees the cause: :func:`~actors.tools.facing.for_model`);
+* its own ``timeout`` passed — ``tool_timeout``, even if the function raised something
+  else while being cancelled;
+* the caller went away — the caller already has ``trio.Cancelled``; whatever the function
+  raises meanwhile is never reported as ``tool_failed`` (cancellation wins).
+
+A tool function that shields itself from cancellation is waited for (trio cannot
+interrupt a shield); one that timed out and took more than its ``cleanup`` seconds to end
+after that is reported as ``tool.cleanup_overrun``. A tool's failure fails its caller
+only: it never crashes the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+
+from actors.actor import Actor
+from actors.codes import Code
+from actors.error_types import ActorError, fail
+from actors.events import ToolCleanupOverrun
+from actors.exits import must_propagate
+from actors.observe import emit
+from actors.tools.define import Tool, ToolContext
+from actors.tools.schema import structure_arguments
+
+#: Runs one host takes at once (more wait in its mailbox).
+DEFAULT_CONCURRENCY: Final = 64
+
+
+@attrs.frozen
+class ToolInfo:
+    """What a front door needs to know of a hosted tool (built-in or from MCP)."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None = None
+    #: ``"builtin"`` or the MCP server's name.
+    source: str = "builtin"
+
+
+@attrs.frozen
+class ListTools:
+    """Call message: the host's tools, answered with a tuple of :class:`ToolInfo`."""
+
+
+@attrs.frozen
+class RunTool:
+    """Call message: run ``tool`` with ``arguments`` (already checked) for one attempt."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+    context: ToolContext
+
+
+def info_of(tool: Tool) -> ToolInfo:
+    return ToolInfo(tool.name, tool.description, tool.input_schema, tool.output_schema)
+
+
+class ToolHost(Actor):
+    """Hosts built-in :class:`~actors.tools.define.Tool` values (see the module docstring).
+
+    ``ChildSpec(id="tools.web", actor=ToolHost, args=((fetch, search),))``.
+    """
+
+    def __init__(self, tools: Sequence[Tool], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        if isinstance(tools, Tool):
+            tools = (tools,)
+        by_name: dict[str, Tool] = {}
+        for index, tool in enumerate(tools):
+            if not isinstance(tool, Tool):
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"ToolHost tools[{index}] must be a Tool, got {type(tool).__name__}",
+                )
+            if tool.name in by_name:
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID, f"ToolHost has two tools named {tool.name!r}"
+                )
+            by_name[tool.name] = tool
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID, "ToolHost concurrency must be an integer >= 1"
+            )
+        self.tools = by_name
+        self.max_deferred = concurrency
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, RunTool):
+            tool = self.tools.get(message.tool)
+            if tool is None:
+                return fail(
+                    Code.TOOL_NOT_FOUND,
+                    f"this host has no tool {message.tool!r}",
+                    retryable=False,
+                )
+            return self.defer(run_tool, tool, message.arguments, message.context)
+        if isinstance(message, ListTools):
+            return tuple(info_of(tool) for tool in self.tools.values())
+        return fail(
+            Code.INPUT_VALIDATION,
+            f"a tool host takes RunTool or ListTools, not {type(message).__name__}",
+            retryable=False,
+        )
+
+
+async def run_tool(tool: Tool, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+    """Run one attempt of ``tool`` (see the module docstring for how it ends)."""
+    call = (
+        structure_arguments(tool.fn, arguments, skip=("context",))
+        if tool.structured
+        else dict(arguments)
+    )
+    if tool.takes_context:
+        call["context"] = context
+    if tool.timeout is None:
+        try:
+            return await tool.fn(**call)
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            failure = _failed(tool, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+    deadline = trio.current_time() + tool.timeout
+    with trio.CancelScope(deadline=deadline) as own:
+        try:
+            return await tool.fn(**call)
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            if own.cancel_called and not must_propagate(exc):
+                raise _timed_out(tool, exc) from exc
+            failure = _failed(tool, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        finally:
+            if own.cancel_called:
+                _overran(tool, deadline)
+    raise _timed_out(tool, None)  # the timeout cancelled it and it ended quietly
+
+
+def _failed(tool: Tool, exc: BaseException) -> BaseException:
+    """What a raised ``exc`` becomes: an ActorError keeps its code (the tool named), a
+    foreign exception is ``tool_failed`` (its cause), an exit passes as it is."""
+    if must_propagate(exc) or not isinstance(exc, Exception):
+        return exc
+    if isinstance(exc, ActorError):
+        if exc.tool is None:
+            exc.tool = tool.name
+        return exc
+    return ActorError.from_code(
+        Code.TOOL_FAILED, f"tool {tool.name!r} raised", cause=exc, tool=tool.name
+    )
+
+
+def _overran(tool: Tool, deadline: float) -> None:
+    """Report a timed-out tool that took longer than its ``cleanup`` budget to end."""
+    late = trio.current_time() - deadline
+    if late > tool.cleanup:
+        emit(ToolCleanupOverrun(tool=tool.name, budget=tool.cleanup, seconds=late))
+
+
+def _timed_out(tool: Tool, cause: BaseException | None) -> ActorError:
+    return ActorError.from_code(
+        Code.TOOL_TIMEOUT,
+        f"tool {tool.name!r} did not finish within its timeout",
+        cause=cause,
+        tool=tool.name,
+    )
