@@ -10,7 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-from bench import actor_bench, pool_bench, provider_bench, resilience_bench, supervisor_bench
+from bench import (
+    actor_bench,
+    pool_bench,
+    provider_bench,
+    resilience_bench,
+    supervisor_bench,
+    tool_bench,
+)
 from bench.common import Row
 
 BENCHMARKS = {
@@ -22,6 +29,7 @@ BENCHMARKS = {
     "provider_overhead": provider_bench.provider_overhead,
     "pool_primary": pool_bench.pool_primary,
     "pool_failover": pool_bench.pool_failover,
+    "tool_call": tool_bench.tool_call,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"

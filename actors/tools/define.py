@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -109,9 +109,9 @@ class Tool:
             raise _bad_config("Tool.description", "a string", self.description)
 
 
-@attrs.frozen
-class ToolContext:
-    """What one attempt of a tool call knows about itself.
+class ToolContext(NamedTuple):
+    """What one attempt of a tool call knows about itself (immutable; a named tuple, as
+    one is made for every call).
 
     ``key`` is the call's idempotency key — the same on every attempt and on a resumed
     run's re-execution of the same call (``run/node/index`` when the caller gives a run
@@ -165,11 +165,11 @@ def partial(payload: Any, errors: Sequence[ItemError | tuple[str, Code | str, st
     return Partial(payload, items)
 
 
-@attrs.frozen
-class ToolResult:
+class ToolResult(NamedTuple):
     """What the front door answers: the tool's ``value`` (the payload of a partial
     result), its per-item ``errors`` (empty for a full result), the ``attempt`` that
-    produced it and the call's idempotency ``key``."""
+    produced it and the call's idempotency ``key`` (immutable; a named tuple, as one is
+    made for every call)."""
 
     tool: str
     value: Any
@@ -211,7 +211,11 @@ def tool(
     receives the :class:`ToolContext`. Arguments are turned into the annotated types
     (attrs classes from objects) before the call.
     """
-    from actors.tools.schema import output_schema_from_function, schema_from_function
+    from actors.tools.schema import (
+        needs_structuring,
+        output_schema_from_function,
+        schema_from_function,
+    )
 
     def make(function: ToolFunction) -> Tool:
         if not callable(function):
@@ -232,7 +236,8 @@ def tool(
             cleanup=cleanup,
             retry=retry,
             takes_context=CONTEXT_PARAMETER in parameters,
-            structured=input_schema is None,
+            structured=input_schema is None
+            and needs_structuring(function, skip=(CONTEXT_PARAMETER,)),
         )
 
     return make if fn is None else make(fn)
@@ -251,13 +256,15 @@ def _parameters(function: ToolFunction) -> Mapping[str, Any]:
 
 @attrs.frozen
 class ToolGroup:
-    """Tools hosted together in one :class:`~actors.tools.host.ToolHost` (one actor: a
-    crash of one restarts the host of all of them — group by what may fail together).
-    ``concurrency``: runs the host takes at once."""
+    """Tools hosted together: ``concurrency`` :class:`~actors.tools.host.ToolHost`
+    actors (workers), each running one call at a time, each able to run every tool of
+    the group. A host that crashes (a tool raising ``KeyboardInterrupt``-like exits
+    only: a tool's failure fails its caller, not its host) is restarted by its
+    supervisor; its siblings go on. Group by what may share workers."""
 
     name: str = attrs.field(converter=check_name)
     tools: tuple[Tool, ...] = attrs.field(converter=_tools)
-    concurrency: int = 64
+    concurrency: int = 4
 
     def __attrs_post_init__(self) -> None:
         for index, item in enumerate(self.tools):
@@ -265,3 +272,10 @@ class ToolGroup:
                 raise _bad_config(f"ToolGroup.tools[{index}]", "a Tool", item)
         if not self.tools:
             raise ActorError.from_code(Code.CONFIG_INVALID, "ToolGroup.tools must not be empty")
+        concurrency = self.concurrency
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise _bad_config("ToolGroup.concurrency", "an integer from 1 to 1024", concurrency)
+        if not 1 <= concurrency <= 1024:
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID, "ToolGroup.concurrency must be an integer from 1 to 1024"
+            )

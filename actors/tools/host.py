@@ -1,11 +1,12 @@
 """Tool hosts: the actors tools run in, and the two messages every host answers.
 
-A host is an actor under a supervisor (one per tool or per group: the spec decides). It
-answers :class:`ListTools` with its tools' :class:`ToolInfo` and :class:`RunTool` with a
-tool's output — each run as deferred work, so a slow tool does not hold the mailbox and
-a caller that goes away (``propagate_cancel``) cancels only its own run. The front door
-(:class:`supervisors.Tools`) checks grants and arguments before a run reaches a host;
-a host trusts what it is sent.
+A host is an actor under a supervisor; a :class:`~actors.tools.define.ToolGroup` runs
+``concurrency`` of them, OTP-style workers (one run each at a time, in the actor's own
+task: no task is spawned per call), and the front door (:class:`supervisors.Tools`)
+gives each call to the least busy. A host answers :class:`ListTools` with its tools'
+:class:`ToolInfo` and :class:`RunTool` with a tool's output; a caller that goes away
+(``propagate_cancel``) cancels its run. The front door checks grants and arguments
+before a run reaches a host; a host trusts what it is sent.
 
 How a run ends, as the host reports it:
 
@@ -27,22 +28,19 @@ only: it never crashes the host.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, NamedTuple
 
 import attrs
 import trio
 
 from actors.actor import Actor
 from actors.codes import Code
-from actors.error_types import ActorError, fail
+from actors.error_types import ActorError, Failure, fail
 from actors.events import ToolCleanupOverrun
 from actors.exits import must_propagate
 from actors.observe import emit
 from actors.tools.define import Tool, ToolContext
 from actors.tools.schema import structure_arguments
-
-#: Runs one host takes at once (more wait in its mailbox).
-DEFAULT_CONCURRENCY: Final = 64
 
 
 @attrs.frozen
@@ -62,9 +60,9 @@ class ListTools:
     """Call message: the host's tools, answered with a tuple of :class:`ToolInfo`."""
 
 
-@attrs.frozen
-class RunTool:
-    """Call message: run ``tool`` with ``arguments`` (already checked) for one attempt."""
+class RunTool(NamedTuple):
+    """Call message: run ``tool`` with ``arguments`` (already checked) for one attempt (a
+    named tuple: one is made for every attempt)."""
 
     tool: str
     arguments: Mapping[str, Any]
@@ -81,7 +79,7 @@ class ToolHost(Actor):
     ``ChildSpec(id="tools.web", actor=ToolHost, args=((fetch, search),))``.
     """
 
-    def __init__(self, tools: Sequence[Tool], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    def __init__(self, tools: Sequence[Tool]) -> None:
         if isinstance(tools, Tool):
             tools = (tools,)
         by_name: dict[str, Tool] = {}
@@ -96,12 +94,14 @@ class ToolHost(Actor):
                     Code.CONFIG_INVALID, f"ToolHost has two tools named {tool.name!r}"
                 )
             by_name[tool.name] = tool
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ActorError.from_code(
-                Code.CONFIG_INVALID, "ToolHost concurrency must be an integer >= 1"
-            )
         self.tools = by_name
-        self.max_deferred = concurrency
+        # Tools run as ``fn(**arguments)`` with nothing around them (no timeout, context
+        # or structuring): the handler awaits them itself.
+        self._plain = {
+            name: tool.fn
+            for name, tool in by_name.items()
+            if tool.timeout is None and not tool.takes_context and not tool.structured
+        }
 
     async def handle(self, message: Any) -> Any:
         if isinstance(message, RunTool):
@@ -112,7 +112,21 @@ class ToolHost(Actor):
                     f"this host has no tool {message.tool!r}",
                     retryable=False,
                 )
-            return self.defer(run_tool, tool, message.arguments, message.context)
+            plain = self._plain.get(message.tool)
+            try:
+                if plain is not None:
+                    return await plain(**message.arguments)
+                return await run_tool(tool, message.arguments, message.context)
+            except ActorError as error:  # fails its caller only: returned, not raised
+                return _returned(error if plain is None else _named(tool, error))
+            except trio.Cancelled:
+                raise
+            except BaseException as exc:  # a plain tool's failure, as run_tool has it
+                failure = _failed(tool, exc)
+                if failure is exc:  # an exit (KeyboardInterrupt…): the host goes down
+                    raise
+                assert isinstance(failure, ActorError)
+                return _returned(failure)
         if isinstance(message, ListTools):
             return tuple(info_of(tool) for tool in self.tools.values())
         return fail(
@@ -124,13 +138,11 @@ class ToolHost(Actor):
 
 async def run_tool(tool: Tool, arguments: Mapping[str, Any], context: ToolContext) -> Any:
     """Run one attempt of ``tool`` (see the module docstring for how it ends)."""
-    call = (
-        structure_arguments(tool.fn, arguments, skip=("context",))
-        if tool.structured
-        else dict(arguments)
-    )
+    call: Mapping[str, Any] = arguments  # as it is: ``**`` makes the function's own copy
+    if tool.structured:
+        call = structure_arguments(tool.fn, arguments, skip=("context",))
     if tool.takes_context:
-        call["context"] = context
+        call = {**call, "context": context}
     if tool.timeout is None:
         try:
             return await tool.fn(**call)
@@ -158,6 +170,21 @@ async def run_tool(tool: Tool, arguments: Mapping[str, Any], context: ToolContex
             if own.cancel_called:
                 _overran(tool, deadline)
     raise _timed_out(tool, None)  # the timeout cancelled it and it ended quietly
+
+
+def _returned(error: ActorError) -> Failure:
+    """``error`` as a reply value: the caller gets it (code, message, retryable, tool,
+    retry_after kept, ``error`` its cause); the host goes on."""
+    context: dict[str, Any] = {"tool": error.tool}
+    if error.retry_after is not None:
+        context["retry_after"] = error.retry_after
+    return fail(error.code, error.message, retryable=error.retryable, cause=error, **context)
+
+
+def _named(tool: Tool, error: ActorError) -> ActorError:
+    if error.tool is None:
+        error.tool = tool.name
+    return error
 
 
 def _failed(tool: Tool, exc: BaseException) -> BaseException:
