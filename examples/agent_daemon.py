@@ -1,8 +1,10 @@
 """The example agent daemon, run by ``make demo``.
 
 It starts the embedded chaos provider on loopback, builds a supervisor tree in code —
-an OpenAI-compatible provider "alpha", an Anthropic-compatible provider "beta" and a
-flaky tool — and sends a few dozen requests through one :class:`~supervisors.ProviderPool`
+an OpenAI-compatible provider "alpha", an Anthropic-compatible provider "beta" and two
+workers hosting its tools (``lookup``, a flaky one with a schema and its own retry policy,
+and ``delete_notes``, which the daemon's requests are not granted) — and sends a few dozen
+requests through one :class:`~supervisors.ProviderPool`
 (alpha's large model first, beta as the fallback, alpha's mini model as a downgrade),
 phase by phase, each phase queueing its own faults on the chaos server:
 
@@ -22,8 +24,13 @@ phase by phase, each phase queueing its own faults on the chaos server:
 7. a model retired — alpha answers 404 for its large model: ``model_not_found`` moves
    to alpha's mini model.
 
+Every fifth request first calls ``lookup`` through the tools front door (grants, schema,
+retries audited as ``tool.retry``); once, a request asks for ``delete_notes`` and is
+denied (``tool_denied``: the tool never runs).
+
 It prints structured logs, then a summary: requests, outcomes by code, who served them,
-retries, breaker transitions, supervisor decisions, escalations, and the pool's ledger —
+retries, breaker transitions, supervisor decisions, escalations, tool calls, and the
+pool's ledger —
 attempts by outcome, tokens and cost (total and by target), failed attempts included.
 Finishes by itself in well under 30 s; exits 0 when requests were served.
 """
@@ -39,13 +46,15 @@ from typing import Any
 import attrs
 import trio
 
-from actors import Actor, ActorError, Code, configure_logging, get_logger
+from actors import ActorError, Code, configure_logging, get_logger
 from actors.events import (
     BreakerTransition,
     Event,
     PoolEscalated,
     RetryScheduled,
     SupervisorDecision,
+    ToolCallFailed,
+    ToolRetried,
 )
 from actors.observe import add_event_hook
 from actors.providers import (
@@ -56,6 +65,7 @@ from actors.providers import (
     ProviderConfig,
 )
 from actors.testing.chaos import Fault, FaultScript, Route, chaos_server
+from actors.tools import Grants, ToolContext, ToolGroup, for_model, tool
 from supervisors import (
     AllProvidersFailed,
     Backoff,
@@ -72,8 +82,10 @@ from supervisors import (
     RetryRules,
     SupervisorSpec,
     Target,
+    Tools,
     Tree,
     open_tree,
+    tool_hosts,
 )
 
 log = get_logger("demo")
@@ -123,16 +135,34 @@ def cut_stream(after: int) -> Fault:
     return Fault(kind="cut_stream", route="openai", after=after)
 
 
-class FlakyTool(Actor):
-    """A tool that fails on every fifth use (the supervisor restarts it)."""
+@attrs.define
+class NotesBackend:
+    """The notes store behind ``lookup``: every fourth use hiccups."""
 
-    uses = 0
+    uses: int = 0
 
-    async def handle(self, message: Any) -> Any:
-        FlakyTool.uses += 1
-        if FlakyTool.uses % 5 == 0:
-            raise ActorError.from_code(Code.TOOL_FAILED, "the tool's backend hiccuped")
-        return f"tool result for {message!r}"
+
+NOTES = NotesBackend()
+
+
+@tool(retry=RetryPolicy(max_attempts=2, backoff=Backoff(initial=0.05, max=0.2, jitter=0)))
+async def lookup(topic: str, limit: int = 3, *, context: ToolContext) -> dict[str, Any]:
+    """Look notes up by topic (its backend fails now and then: retried by its policy)."""
+    NOTES.uses += 1
+    if NOTES.uses % 4 == 0:
+        raise ActorError.from_code(Code.RESOURCE_BUSY, "the notes backend is busy")
+    return {"topic": topic, "notes": [f"{topic} #{i}" for i in range(1, limit + 1)]}
+
+
+@tool
+async def delete_notes(topic: str) -> str:
+    """Delete every note on a topic — never granted to the daemon's requests."""
+    raise AssertionError("a denied tool never runs")
+
+
+NOTES_TOOLS = ToolGroup("notes", [lookup, delete_notes], concurrency=2)
+#: What the daemon's requests may call: lookup, at most 5 notes at a time.
+GRANTS = Grants.allow(lookup={"properties": {"limit": {"maximum": 5}}})
 
 
 @attrs.define
@@ -143,6 +173,8 @@ class Summary:
     transitions: list[str] = attrs.Factory(list)
     decisions: list[str] = attrs.Factory(list)
     escalations: list[str] = attrs.Factory(list)
+    tool_calls: collections.Counter[str] = attrs.Factory(collections.Counter)
+    tool_retries: int = 0
 
     def hook(self, event: Event) -> None:
         """An event hook: typed records, whatever the log level."""
@@ -156,6 +188,10 @@ class Summary:
                 self.decisions.append(f"{child}: {error.code} -> {directive}")
             case PoolEscalated(decision=decision, by=by, category=category, attempts=attempts):
                 self.escalations.append(f"{decision} by {by} ({category}, {attempts} attempts)")
+            case ToolRetried():
+                self.tool_retries += 1
+            case ToolCallFailed(code=code):
+                self.tool_calls[code] += 1
 
 
 @attrs.define
@@ -164,6 +200,7 @@ class Daemon:
 
     tree: Tree
     pool: ProviderPool
+    tools: Tools
     script: FaultScript
     summary: Summary
     numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
@@ -180,10 +217,9 @@ class Daemon:
         """One request through the pool (``complete``)."""
         number = next(self.numbers)
         if number % 5 == 0:
-            try:
-                await self.tree.ref("tool").call(f"lookup {number}", timeout=2)
-            except ActorError as err:
-                log.info("demo.tool_failed", request=number, code=str(err.code))
+            await self.use_tool("lookup", {"topic": f"q{number}", "limit": 2}, number)
+        if number == 22:
+            await self.use_tool("delete_notes", {"topic": "everything"}, number)
         try:
             reply = await self.pool.complete(self.request(number, text))
         except ActorError as err:
@@ -192,6 +228,19 @@ class Daemon:
             return
         self.summary.outcomes["ok"] += 1
         self.summary.served_by[f"{reply.provider}/{reply.model}"] += 1
+
+    async def use_tool(self, name: str, arguments: dict[str, Any], number: int) -> None:
+        """A tool call as an agent node makes it: the request's grants, its key."""
+        try:
+            result = await self.tools.call(
+                name, arguments, run_id="demo", node_id="ask", index=number, timeout=2
+            )
+        except ActorError as err:
+            # What the model would be told: code, user-safe message, retryable.
+            log.info("demo.tool_error", request=number, tool=name, **for_model(err)["error"])
+            return
+        self.summary.tool_calls["ok"] += 1
+        log.info("demo.tool", request=number, tool=name, attempt=result.attempt, key=result.key)
 
     async def stream(self, text: str) -> None:
         """One streamed request: the pool falls back only before the first event."""
@@ -330,6 +379,7 @@ def print_summary(
     print(f"  breaker transitions: {summary.transitions}")
     print(f"  supervisor:          {summary.decisions}")
     print(f"  escalations:         {summary.escalations}")
+    print(f"  tool calls:          {dict(summary.tool_calls)}, {summary.tool_retries} retried")
     print(
         f"  ledger attempts:     {total.attempts} ("
         + ", ".join(f"{name} {count}" for name, count in counts.items())
@@ -371,7 +421,7 @@ async def main() -> int:
                         actor=AnthropicProvider,
                         args=(provider_config("beta", server.url),),
                     ),
-                    ChildSpec(id="tool", actor=FlakyTool),
+                    *tool_hosts(NOTES_TOOLS),
                 ],
             )
             budget = Budget("demo-run", BudgetLimits(tokens=100_000, cost=1.00))
@@ -389,7 +439,8 @@ async def main() -> int:
                     on_exhausted=on_exhausted_once(),
                     name="demo-pool",
                 )
-                await run_phases(Daemon(tree, pool, script, summary))
+                tools = await Tools.from_tree(tree, NOTES_TOOLS, grants=GRANTS)
+                await run_phases(Daemon(tree, pool, tools, script, summary))
             http = len(server.requests)
     finally:
         remove()

@@ -40,7 +40,12 @@ def test_demo_runs_through_the_pool_and_summarises_its_ledger() -> None:
     assert "alpha: closed -> open" in out  # the 503 burst
     assert "alpha: half_open -> closed" in out  # the probe after the cool-down
     assert "code=timeout" in out  # the hung alpha
-    assert "tool: tool_failed -> restart" in out
+    # The tools: lookup's backend hiccups, its own policy retries it (audited); the one
+    # call of delete_notes is denied before it runs, and shown as the model would see it.
+    assert re.search(r"tool\.retry .*attempt=1 code=resource_busy .*tool=lookup", out)
+    assert re.search(r"demo\.tool +attempt=2 key=demo/ask/(\d+) request=\1 tool=lookup", out)
+    assert re.search(r"demo\.tool_error +code=tool_denied .*retryable=False tool=delete_notes", out)
+    assert "tool calls:          {'ok': 9, 'tool_denied': 1}, 2 retried" in out
     assert "alpha/alpha-large: closed -> open" in out  # model_not_found, per model
     assert "demo.streamed" in out  # the stream cut before its first event fell back
     assert re.search(r"demo\.stream_cut .*code=network .*partial_text='echo: ", out)
