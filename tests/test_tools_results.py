@@ -235,3 +235,39 @@ async def test_a_failing_tool_hurts_no_sibling_and_no_caller(autojump_clock: Moc
 def test_a_tool_result_is_plain_data() -> None:
     result = ToolResult("t", 1)
     assert (result.errors, result.attempt, result.key, result.partial) == ((), 1, "", False)
+
+
+class Meltdown(BaseException):
+    """Not an Exception: a tool raising it takes its worker down (not just its call)."""
+
+
+async def test_a_worker_a_tool_crashes_is_restarted_and_the_others_go_on(
+    autojump_clock: MockClock,
+) -> None:
+    melted: list[int] = []
+
+    @tool
+    async def melt() -> str:
+        melted.append(1)
+        raise Meltdown("the worker goes down")
+
+    @tool
+    async def calm() -> str:
+        return "calm"
+
+    group = ToolGroup("g", [melt, calm], concurrency=2)
+    async with hosted(group) as (tree, tools):
+        with pytest.raises(ActorError, match="unclassified Meltdown") as caught:
+            await tools.call("melt", {})
+        assert (caught.value.code, caught.value.tool, caught.value.attempt) == (
+            Code.INTERNAL,
+            "melt",
+            1,
+        )
+        with trio.fail_after(5):
+            while tree.ref("tools.g.0").restarts == 0:
+                await trio.sleep(0.01)
+        assert [tree.ref(f"tools.g.{i}").restarts for i in range(2)] == [1, 0]
+        assert (await tools.call("calm", {})).value == "calm"
+        assert (await tools.call("calm", {})).value == "calm"
+    assert melted == [1]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from actors import ErrorClass
 from actors.tools import ToolGroup, ToolHost
+from supervisors.policy import Directive, Policy
 from supervisors.spec import ChildSpec
 from supervisors.tools.entry import config_error
 
@@ -17,13 +19,27 @@ def host_ids(source: Any) -> list[str]:
     return [f"mcp.{source.name}"]
 
 
-def tool_hosts(*sources: Any, restart: str = "permanent") -> list[ChildSpec]:
+#: A tool worker's crash restarts it, whatever its class: the worker is an isolation
+#: boundary — a tool's own bug (``internal``) must not escalate and take the tree down.
+#: Its supervisor's intensity still bounds a worker that keeps crashing.
+_RESTART_ALL: Final[dict[ErrorClass, Directive]] = {
+    error_class: Directive.RESTART
+    for error_class in ErrorClass
+    if error_class is not ErrorClass.CANCELLATION
+}
+TOOL_HOST_POLICY: Final = Policy(by_class=_RESTART_ALL)
+
+
+def tool_hosts(
+    *sources: Any, restart: str = "permanent", policy: Policy | None = TOOL_HOST_POLICY
+) -> list[ChildSpec]:
     """Child specs of the host actors for ``sources``: ``concurrency``
     :class:`~actors.tools.ToolHost` workers per :class:`~actors.tools.ToolGroup`, one
     MCP host per MCP server config (the config names its actor class as
     ``host_actor``). Put them in a supervisor's children (each worker restarts on its
     own: ``one_for_one`` keeps a crash from touching the others); :meth:`Tools.from_tree`
-    finds them by their ids (:func:`host_ids`)."""
+    finds them by their ids (:func:`host_ids`). ``policy``: the workers' directives
+    (default :data:`TOOL_HOST_POLICY`: restart on any crash)."""
     specs: list[ChildSpec] = []
     for index, source in enumerate(sources):
         if isinstance(source, ToolGroup):
@@ -33,6 +49,7 @@ def tool_hosts(*sources: Any, restart: str = "permanent") -> list[ChildSpec]:
                     actor=ToolHost,
                     args=(source.tools,),
                     restart=restart,  # type: ignore[arg-type]
+                    policy=policy,
                 )
                 for child_id in host_ids(source)
             )
@@ -43,6 +60,7 @@ def tool_hosts(*sources: Any, restart: str = "permanent") -> list[ChildSpec]:
                     actor=source.host_actor,
                     args=(source,),
                     restart=restart,  # type: ignore[arg-type]
+                    policy=policy,
                 )
             )
         else:
