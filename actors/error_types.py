@@ -16,6 +16,8 @@ Build errors with :meth:`ActorError.from_code`, which picks the family subclass
 from __future__ import annotations
 
 import itertools
+import math
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
@@ -45,6 +47,14 @@ def _error_class(self: ActorError) -> ErrorClass:
 
 def _retryable(self: ActorError) -> bool:
     return info(self.code).retryable
+
+
+def _seconds_hint(value: object) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value != value or value < 0:  # NaN, negative
+        return None
+    return float(value) if value < sys.float_info.max else math.inf
 
 
 def _user_message(self: ActorError) -> str:
@@ -83,7 +93,11 @@ class ActorError(Exception):
     tool: str | None = None
     attempt: int | None = None
     correlation_id: str = attrs.field(factory=new_correlation_id)
-    retry_after: float | None = None
+    #: Seconds before a retry may help (``inf``: not before something changes). Set from
+    #: anywhere — a header, a tool's own error — so it is read as a number: anything
+    #: that is not one >= 0 (NaN, negative, a string) becomes ``None`` (no hint, the
+    #: retry schedule applies) instead of failing the code that reads it.
+    retry_after: float | None = attrs.field(default=None, converter=_seconds_hint)
     usage: Usage | None = None
     http_status: int | None = None
     delivered: bool | None = None

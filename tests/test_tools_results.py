@@ -249,7 +249,7 @@ async def test_a_worker_a_tool_crashes_is_restarted_and_the_others_go_on(
     @tool
     async def melt() -> str:
         melted.append(1)
-        raise Meltdown("the worker goes down")
+        raise Meltdown(f"the worker goes down {CANARY} {HOST_PATH}")
 
     @tool
     async def calm() -> str:
@@ -257,8 +257,11 @@ async def test_a_worker_a_tool_crashes_is_restarted_and_the_others_go_on(
 
     group = ToolGroup("g", [melt, calm], concurrency=2)
     async with hosted(group) as (tree, tools):
-        with pytest.raises(ActorError, match="unclassified Meltdown") as caught:
+        with pytest.raises(
+            ActorError, match=r"tool .melt. crashed its worker \(Meltdown\)$"
+        ) as caught:
             await tools.call("melt", {})
+        assert CANARY not in str(caught.value) and HOST_PATH not in str(caught.value)
         assert (caught.value.code, caught.value.tool, caught.value.attempt) == (
             Code.INTERNAL,
             "melt",

@@ -27,6 +27,7 @@ from actors.tools.define import (
 from actors.tools.facing import for_model
 from actors.tools.grants import ALL, NONE, Grants, denied
 from actors.tools.host import ListTools, RunTool, ToolHost, ToolInfo, info_of
+from actors.tools.mcp import McpHost, McpServer
 from actors.tools.schema import (
     Checker,
     compile_schema,
@@ -41,6 +42,8 @@ __all__ = [
     "Grants",
     "ItemError",
     "ListTools",
+    "McpHost",
+    "McpServer",
     "Partial",
     "RunTool",
     "Tool",

@@ -16,8 +16,10 @@ retried — the tool's contract sets its policy, the runtime imposes none.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -25,9 +27,10 @@ import attrs
 
 from actors.codes import Code
 from actors.error_types import ActorError
+from actors.redact import redact_text
 
 #: A tool's name as the model sees it (OpenAI and Anthropic accept this set).
-NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The parameter of a tool function that receives the :class:`ToolContext`.
 CONTEXT_PARAMETER: Final = "context"
 
@@ -41,7 +44,7 @@ def _bad_config(field: str, expected: str, value: object) -> ActorError:
 
 
 def check_name(value: object) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise ActorError.from_code(
             Code.CONFIG_INVALID,
             "Tool.name must be 1-64 letters, digits, '_' or '-'"
@@ -56,7 +59,7 @@ def _seconds_or_none(field: str) -> Callable[[Any, Any, Any], None]:
             return
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _bad_config(field, "a number of seconds > 0 or None", value)
-        if not (math.isfinite(value) and value > 0):
+        if not (value > 0 and value < sys.float_info.max and math.isfinite(value)):
             raise ActorError.from_code(
                 Code.CONFIG_INVALID, f"{field} must be a finite number of seconds > 0"
             )
@@ -73,8 +76,17 @@ def _schema_or_none(field: str) -> Callable[[Any, Any, Any], None]:
 
 
 def _callable(instance: Any, attribute: Any, value: Any) -> None:
-    if not callable(value):
+    if not is_async_callable(value):
         raise _bad_config("Tool.fn", "an async function", value)
+
+
+def is_async_callable(value: object) -> bool:
+    """An ``async def`` function (or a partial of one, or an object whose ``__call__`` is
+    one): a plain function would run its body on the worker's event loop, blocking it."""
+    if inspect.iscoroutinefunction(value):
+        return True
+    call = getattr(value, "__call__", None)  # noqa: B004 - the method itself is inspected
+    return call is not None and inspect.iscoroutinefunction(call)
 
 
 @attrs.frozen(kw_only=True)
@@ -83,9 +95,10 @@ class Tool:
     schemas from the function's annotations when they are not given.
 
     ``timeout``: seconds one attempt may run (``None``: no limit of its own); past it
-    the attempt fails with ``tool_timeout``. ``cleanup``: seconds a cancelled or timed-out
-    tool function may take to finish its own cleanup before the host stops waiting for
-    it (the caller is answered at once either way).
+    the attempt fails with ``tool_timeout`` — answered when the function ends: one that
+    shields its cleanup from the cancel delays that answer (trio cannot interrupt a
+    shield; a caller's own cancel is answered at once). ``cleanup``: seconds a timed-out
+    function may take to end before ``tool.cleanup_overrun`` reports it.
     """
 
     name: str = attrs.field(converter=check_name)
@@ -126,21 +139,45 @@ class ToolContext(NamedTuple):
     node_id: str | None = None
 
 
+def _redacted(value: Any) -> Any:
+    """Text with secrets redacted (it may reach a model); anything else for the
+    validator to refuse."""
+    return redact_text(value) if isinstance(value, str) else value
+
+
 @attrs.frozen
 class ItemError:
     """One item a tool could not do, typed: ``item`` names it (an index, a URL — never a
     secret), ``code`` and a user-safe ``message``."""
 
-    item: str
+    item: str = attrs.field(converter=_redacted, validator=attrs.validators.instance_of(str))
     code: Code = attrs.field(converter=Code)
-    message: str = ""
+    message: str = attrs.field(
+        default="", converter=_redacted, validator=attrs.validators.instance_of(str)
+    )
 
     def as_dict(self) -> dict[str, Any]:
         return {"item": self.item, "code": str(self.code), "message": self.message}
 
 
-def _item_errors(items: Iterable[ItemError]) -> tuple[ItemError, ...]:
-    return tuple(items)
+def _item_errors(items: Iterable[Any]) -> tuple[ItemError, ...]:
+    """Typed per-item errors: :class:`ItemError` values or ``(item, code, message)``
+    tuples; anything else is refused (a ``TypeError``: a tool returning it fails as
+    ``tool_failed``), so an untyped error never reaches a caller or a model."""
+    if isinstance(items, str | bytes):
+        raise TypeError("Partial.errors must be ItemError values or (item, code, message) tuples")
+    made = []
+    for error in items:
+        if isinstance(error, ItemError):
+            made.append(error)
+        elif isinstance(error, tuple) and len(error) == 3 and isinstance(error[0], str):
+            made.append(ItemError(*error))
+        else:
+            raise TypeError(
+                "Partial.errors must be ItemError values or (item, code, message) tuples, "
+                f"got {type(error).__name__}"
+            )
+    return tuple(made)
 
 
 def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
@@ -161,8 +198,7 @@ def partial(payload: Any, errors: Sequence[ItemError | tuple[str, Code | str, st
     """Return this from a tool that did some of its items: ``payload`` in the declared
     shape, ``errors`` as :class:`ItemError` values or ``(item, code, message)`` tuples.
     With no errors it is a full result (``ToolResult.errors`` is empty)."""
-    items = tuple(error if isinstance(error, ItemError) else ItemError(*error) for error in errors)
-    return Partial(payload, items)
+    return Partial(payload, _item_errors(errors))
 
 
 class ToolResult(NamedTuple):
@@ -244,8 +280,6 @@ def tool(
 
 
 def _parameters(function: ToolFunction) -> Mapping[str, Any]:
-    import inspect
-
     try:
         return inspect.signature(function).parameters
     except (TypeError, ValueError) as exc:

@@ -37,7 +37,6 @@ from actors.actor import Actor
 from actors.codes import Code
 from actors.error_types import ActorError, Failure, fail
 from actors.events import ToolCleanupOverrun
-from actors.exits import must_propagate
 from actors.observe import emit
 from actors.tools.define import Tool, ToolContext
 from actors.tools.schema import structure_arguments
@@ -115,17 +114,20 @@ class ToolHost(Actor):
             plain = self._plain.get(message.tool)
             try:
                 if plain is not None:
-                    return await plain(**message.arguments)
+                    try:
+                        running = plain(**message.arguments)  # binds only (see _started)
+                    except TypeError as exc:
+                        raise _misfit(tool) from exc
+                    return await running
                 return await run_tool(tool, message.arguments, message.context)
-            except ActorError as error:  # fails its caller only: returned, not raised
-                return _returned(error if plain is None else _named(tool, error))
             except trio.Cancelled:
                 raise
-            except BaseException as exc:  # a plain tool's failure, as run_tool has it
-                failure = _failed(tool, exc)
-                if failure is exc:  # an exit (KeyboardInterrupt…): the host goes down
+            except BaseException as exc:  # every way a run ends badly: see _outcome
+                failure, crash = _outcome(tool, exc)
+                if failure is None:  # an interrupt (Ctrl-C): the worker and the tree see it
                     raise
-                assert isinstance(failure, ActorError)
+                if crash:
+                    raise failure from exc
                 return _returned(failure)
         if isinstance(message, ListTools):
             return tuple(info_of(tool) for tool in self.tools.values())
@@ -137,39 +139,95 @@ class ToolHost(Actor):
 
 
 async def run_tool(tool: Tool, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-    """Run one attempt of ``tool`` (see the module docstring for how it ends)."""
+    """Run one attempt of ``tool``: its value, or what it raised as it is (the host's
+    :func:`_outcome` reads it); ``tool_timeout`` past its own timeout — even when the
+    function swallowed the cancel and returned, or raised something else meanwhile —
+    and ``input_validation`` when the arguments do not fit its parameters."""
     call: Mapping[str, Any] = arguments  # as it is: ``**`` makes the function's own copy
     if tool.structured:
         call = structure_arguments(tool.fn, arguments, skip=("context",))
     if tool.takes_context:
         call = {**call, "context": context}
     if tool.timeout is None:
-        try:
-            return await tool.fn(**call)
-        except trio.Cancelled:
-            raise
-        except BaseException as exc:
-            failure = _failed(tool, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+        return await _started(tool, tool.fn, call)
     deadline = trio.current_time() + tool.timeout
     with trio.CancelScope(deadline=deadline) as own:
         try:
-            return await tool.fn(**call)
+            value = await _started(tool, tool.fn, call)
         except trio.Cancelled:
             raise
         except BaseException as exc:
-            if own.cancel_called and not must_propagate(exc):
+            if own.cancel_called and not _interrupts(exc):
                 raise _timed_out(tool, exc) from exc
-            failure = _failed(tool, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+            raise
         finally:
             if own.cancel_called:
                 _overran(tool, deadline)
-    raise _timed_out(tool, None)  # the timeout cancelled it and it ended quietly
+        if not own.cancel_called:
+            return value
+    raise _timed_out(tool, None)  # the timeout cancelled it: what it did after is too late
+
+
+def _started(tool: Tool, fn: Any, arguments: Mapping[str, Any]) -> Any:
+    """The coroutine of ``fn(**arguments)``. Calling an ``async def`` only binds its
+    arguments: a ``TypeError`` here is arguments that do not fit its parameters (a
+    hand-written schema looser than the function), not a failure of the tool."""
+    try:
+        return fn(**arguments)
+    except TypeError as exc:
+        raise _misfit(tool) from exc
+
+
+def _misfit(tool: Tool) -> ActorError:
+    return ActorError.from_code(
+        Code.INPUT_VALIDATION,
+        f"the arguments do not fit the parameters of tool {tool.name!r}",
+        retryable=False,
+        tool=tool.name,
+    )
+
+
+def _outcome(tool: Tool, exc: BaseException) -> tuple[ActorError | None, bool]:
+    """What a run that raised ``exc`` answers, and whether it crashes the worker.
+
+    * ``KeyboardInterrupt`` (alone or in a group): ``(None, False)`` — it propagates
+      (Ctrl-C must reach the daemon);
+    * an ``ActorError``: itself, named after the tool that ran (a name the tool put in is
+      replaced) — except ``cancelled``: the caller's cancel arrives as ``trio.Cancelled``,
+      so a tool's own ``cancelled`` is its failure (``tool_failed``);
+    * an ``Exception``, an exception group, or ``SystemExit`` (a library calling
+      ``sys.exit()`` must not stop the daemon): ``tool_failed``, the exception its cause;
+    * any other ``BaseException`` (``GeneratorExit``, a custom one): ``internal``, naming
+      only its type, and the worker crashes — its supervisor restarts it.
+    """
+    if _interrupts(exc):
+        return None, False
+    if isinstance(exc, ActorError):
+        if exc.code is Code.CANCELLED:
+            return _tool_failed(tool, exc), False
+        exc.tool = tool.name
+        return exc, False
+    if isinstance(exc, Exception | SystemExit | BaseExceptionGroup):
+        return _tool_failed(tool, exc), False
+    crashed = ActorError.from_code(
+        Code.INTERNAL,
+        f"tool {tool.name!r} crashed its worker ({type(exc).__name__})",
+        tool=tool.name,
+    )
+    return crashed, True
+
+
+def _interrupts(exc: BaseException) -> bool:
+    """``KeyboardInterrupt``, alone or in a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(KeyboardInterrupt) is not None
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def _tool_failed(tool: Tool, cause: BaseException) -> ActorError:
+    return ActorError.from_code(
+        Code.TOOL_FAILED, f"tool {tool.name!r} raised", cause=cause, tool=tool.name
+    )
 
 
 def _returned(error: ActorError) -> Failure:
@@ -179,26 +237,6 @@ def _returned(error: ActorError) -> Failure:
     if error.retry_after is not None:
         context["retry_after"] = error.retry_after
     return fail(error.code, error.message, retryable=error.retryable, cause=error, **context)
-
-
-def _named(tool: Tool, error: ActorError) -> ActorError:
-    if error.tool is None:
-        error.tool = tool.name
-    return error
-
-
-def _failed(tool: Tool, exc: BaseException) -> BaseException:
-    """What a raised ``exc`` becomes: an ActorError keeps its code (the tool named), a
-    foreign exception is ``tool_failed`` (its cause), an exit passes as it is."""
-    if must_propagate(exc) or not isinstance(exc, Exception):
-        return exc
-    if isinstance(exc, ActorError):
-        if exc.tool is None:
-            exc.tool = tool.name
-        return exc
-    return ActorError.from_code(
-        Code.TOOL_FAILED, f"tool {tool.name!r} raised", cause=exc, tool=tool.name
-    )
 
 
 def _overran(tool: Tool, deadline: float) -> None:

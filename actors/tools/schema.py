@@ -323,14 +323,23 @@ class Checker:
     _fast: Any = attrs.field(default=None, repr=False, alias="fast")
 
     def is_valid(self, value: Any) -> bool:
-        """Whether ``value`` is valid (an unresolvable ``$ref`` is ``config_invalid``)."""
+        """Whether ``value`` is valid (an unresolvable ``$ref`` is ``config_invalid``; a
+        value that is not JSON — a non-string key, a set — is ``input_validation``)."""
+        return self._valid(value, Code.INPUT_VALIDATION, None)
+
+    def _valid(self, value: Any, code: Code, tool: str | None) -> bool:
         fast = self._fast
-        if fast is not None and fast.is_valid(value):
-            return True
         try:
-            return self._validator.is_valid(value)
+            if fast is not None and fast.is_valid(value):
+                return True
+            return bool(self._validator.is_valid(value))
         except referencing.exceptions.Unresolvable as err:
             raise _unresolvable(self.what, err) from err
+        except (ValueError, TypeError, OverflowError) as err:
+            # The validators cannot read it: not JSON (never a value in the message).
+            raise ActorError.from_code(
+                code, f"$: not a JSON value ({type(err).__name__})", tool=tool
+            ) from None
 
     def check(self, value: Any, *, code: Code, tool: str) -> None:
         """Return if ``value`` is valid; else raise ``code`` naming path and keyword.
@@ -340,11 +349,15 @@ class Checker:
         error's ``tool`` field. An unresolvable ``$ref`` is ``config_invalid``.
         """
         fast = self._fast
-        if fast is not None and fast.is_valid(value):
+        if fast is not None:
+            try:
+                if fast.is_valid(value):
+                    return  # the hot path: one call into jsonschema-rs
+            except (ValueError, TypeError, OverflowError):
+                pass  # not JSON: _valid says so, typed
+        if self._valid(value, code, tool):
             return
         try:
-            if self._validator.is_valid(value):
-                return
             error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
         except referencing.exceptions.Unresolvable as err:
             raise _unresolvable(self.what, err) from err

@@ -3,16 +3,18 @@ front door's flow: failures classified, retry delays, results, keys and argument
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
-from collections.abc import Sequence
-from typing import Any, Final
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
 import attrs
 import trio
 
 from actors import ActorError, ActorRef, Code, classify
-from actors.tools import Checker, Partial, ToolInfo, ToolResult, compile_schema
+from actors.tools import Checker, Grants, Partial, ToolInfo, ToolResult, compile_schema
 from supervisors.retry import RetryPolicy, next_delay
 
 _keys = itertools.count(1)
@@ -53,6 +55,20 @@ class Entry:
     output: Checker | None
     retry: RetryPolicy | None
     fallback: Entry | None = None
+
+
+class Call(NamedTuple):
+    """One call as the front door checked it: its copied arguments (``nested``: with
+    lists or objects inside), grants, timeout and idempotency key."""
+
+    name: str
+    arguments: dict[str, Any]
+    nested: bool
+    grants: Grants
+    timeout: float | None
+    key: str
+    run_id: str | None
+    node_id: str | None
 
 
 def failure_of(exc: Exception, entry: Entry, name: str, attempt: int) -> ActorError:
@@ -140,11 +156,38 @@ def key_of(key: str | None, run_id: str | None, node_id: str | None, index: int 
     if run_id is None and node_id is None and index is None:
         return f"call-{next(_keys)}"
     for field, value in (("run_id", run_id), ("node_id", node_id)):
-        if type(value) is not str or not value:
-            raise bad_call(field, "a non-empty string (with run_id, node_id and index)", value)
+        if type(value) is not str or not value or "/" in value:
+            raise bad_call(
+                field, "a non-empty string without '/' (with run_id, node_id and index)", value
+            )
     if type(index) is not int or index < 0:
         raise bad_call("index", "an integer >= 0 (with run_id and node_id)", index)
     return f"{run_id}/{node_id}/{index}"
+
+
+def snapshot(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A copy of ``arguments`` that nobody else holds, and whether it has nested lists or
+    objects (then each attempt needs a copy of its own: a tool may change them). The top
+    level is always copied; the nested values only when there are any (a flat object of
+    numbers and strings, the common case, costs one ``dict()``). Nesting too deep to copy
+    is ``input_validation``."""
+    for value in arguments.values():
+        if type(value) not in _LEAVES:  # a list, an object, anything else: copied deep
+            return deep_copy(arguments), True
+    return dict(arguments), False
+
+
+#: Values a flat copy shares safely with the caller (immutable JSON leaves).
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def deep_copy(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return copy.deepcopy(dict(arguments))
+    except RecursionError:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "$: the arguments are nested too deeply", retryable=False
+        ) from None
 
 
 def timeout_of(timeout: object) -> float | None:
@@ -152,11 +195,15 @@ def timeout_of(timeout: object) -> float | None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise bad_call("timeout", "a number of seconds > 0 or None", timeout)
-    if not (math.isfinite(timeout) and timeout > 0):
+    seconds = float(timeout) if timeout < _FLOAT_MAX else math.inf  # a huge int: inf
+    if not (seconds > 0 and math.isfinite(seconds)):
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, "timeout must be a finite number of seconds > 0"
         )
-    return float(timeout)
+    return seconds
+
+
+_FLOAT_MAX: Final = sys.float_info.max
 
 
 def bad_call(field: str, expected: str, value: object, **context: Any) -> ActorError:

@@ -27,8 +27,10 @@ Every call has an idempotency key, given to the tool in its
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import trio
@@ -39,36 +41,34 @@ from actors.lowlevel import emit
 from actors.providers import ToolSpec
 from actors.tools import (
     NONE,
-    Checker,
     Grants,
     ListTools,
     RunTool,
     ToolContext,
     ToolGroup,
     ToolResult,
-    compile_schema,
-    denied,
     info_of,
 )
 from supervisors.retry import RetryPolicy
 from supervisors.tools.entry import (
+    Call,
     Entry,
     Workers,
     bad_call,
     config_error,
+    deep_copy,
     failure_of,
     key_of,
     make_entry,
     result_of,
     retry_delay,
+    snapshot,
     timeout_of,
 )
 from supervisors.tools.hosts import host_ids
 
 #: Seconds a front door gives an MCP host to list its tools.
 LIST_TIMEOUT: Final = 30.0
-#: Compiled grant constraints kept (grants made per call would otherwise pile up).
-MAX_CONSTRAINTS: Final = 256
 
 
 class Tools:
@@ -82,7 +82,8 @@ class Tools:
     (done by :meth:`from_tree`) and whenever a name is not found. ``grants``: what a
     call without ``grants=`` may use (default: nothing — pass :data:`actors.tools.ALL`
     for trusted code). ``fallback``: an MCP tool whose server cannot be reached falls
-    back to a built-in tool of the same name.
+    back to a built-in tool of the same name — after the retries of ``mcp_retry`` (the
+    MCP tools' retry policy; default ``None``: none).
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class Tools:
         mcp: Sequence[tuple[str, ActorRef]] = (),
         grants: Grants = NONE,
         fallback: bool = True,
+        mcp_retry: RetryPolicy | None = None,
     ) -> None:
         if not isinstance(grants, Grants):
             raise config_error("grants", "a Grants", grants)
@@ -114,10 +116,12 @@ class Tools:
                         f"tool {item.name!r} retry", "a RetryPolicy or None", item.retry
                     )
                 self._builtin[item.name] = make_entry(info_of(item), workers, "builtin", item.retry)
+        if mcp_retry is not None and not isinstance(mcp_retry, RetryPolicy):
+            raise config_error("mcp_retry", "a RetryPolicy or None", mcp_retry)
+        self.mcp_retry = mcp_retry
         self._mcp_hosts = list(mcp)
         self._mcp: dict[str, Entry] = {}
         self._unlisted = {name for name, _ in self._mcp_hosts}
-        self._constraints: dict[int, tuple[object, Checker]] = {}
         self._entries: dict[str, Entry] = {}
         self._merge()
 
@@ -129,6 +133,7 @@ class Tools:
         under: Sequence[str] = (),
         grants: Grants = NONE,
         fallback: bool = True,
+        mcp_retry: RetryPolicy | None = None,
     ) -> Tools:
         """The front door over the hosts :func:`tool_hosts` made in ``tree`` (under the
         nested supervisors ``under``) for ``sources`` (:class:`~actors.tools.ToolGroup`
@@ -149,7 +154,7 @@ class Tools:
                 groups.append((source, refs))
             else:
                 mcp.append((source.name, refs[0]))
-        tools = cls(groups, mcp=mcp, grants=grants, fallback=fallback)
+        tools = cls(groups, mcp=mcp, grants=grants, fallback=fallback, mcp_retry=mcp_retry)
         await tools.refresh()
         return tools
 
@@ -168,7 +173,7 @@ class Tools:
             self._unlisted.discard(server)
             for info in infos:
                 if info.name not in self._mcp:
-                    self._mcp[info.name] = make_entry(info, Workers([ref]), server, None)
+                    self._mcp[info.name] = make_entry(info, Workers([ref]), server, self.mcp_retry)
         self._merge()
 
     def _merge(self) -> None:
@@ -189,6 +194,8 @@ class Tools:
         """The tools ``grants`` allows, as :class:`~actors.providers.ToolSpec` values for
         ``LlmRequest.tools`` (``spec.openai()`` / ``spec.anthropic()`` render them)."""
         grants = self.grants if grants is None else grants
+        if not isinstance(grants, Grants):
+            raise bad_call("grants", "a Grants", grants)
         specs = []
         for name in self.names():
             if grants.rule_for(name)[0]:
@@ -204,7 +211,7 @@ class Tools:
 
     # --- the call -------------------------------------------------------------------
 
-    async def call(
+    def call(
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
@@ -215,142 +222,149 @@ class Tools:
         run_id: str | None = None,
         node_id: str | None = None,
         index: int | None = None,
-    ) -> ToolResult:
-        """Call tool ``name`` (see the module docstring)."""
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Call tool ``name``: ``await tools.call(...)`` (see the module docstring).
+
+        The checks that need no waiting — the arguments of ``call`` itself, the name, the
+        grants, the input schema — are made when ``call`` is called, and their errors
+        raised there; what is awaited is the attempts. (One coroutine frame fewer on
+        every call: each frame a task is suspended in costs on every switch.) A caller
+        whose scope is already cancelled gets ``trio.Cancelled`` at its first attempt,
+        which no host runs.
+        """
         if type(name) is not str or not name:
             raise bad_call("name", "a non-empty string", name)
         if arguments is None:
             arguments = {}
         elif type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise bad_call("arguments", "a mapping (a JSON object)", arguments, tool=name)
+        # What is checked is what runs: a copy, so changing the caller's dict while the
+        # call waits changes nothing (and, nested, each attempt gets a copy of its own).
+        copied, nested = snapshot(arguments)
         checked_timeout = None if timeout is None else timeout_of(timeout)
         if grants is None:
             grants = self.grants
         elif not isinstance(grants, Grants):
             raise bad_call("grants", "a Grants", grants, tool=name)
-        key = key_of(key, run_id, node_id, index)
-        attempts = 0
+        call = Call(
+            name,
+            copied,
+            nested,
+            grants,
+            checked_timeout,
+            key_of(key, run_id, node_id, index),
+            run_id,
+            node_id,
+        )
+        entry = self._entries.get(name)
+        if entry is None and self._unlisted:
+            return self._after_refresh(call)
+        return self._attempts(self._checked(entry, call), call)
+
+    async def _after_refresh(self, call: Call) -> ToolResult:
+        """``call`` of a name not known yet while some MCP server is not listed: list it,
+        then go on (a name still unknown is ``tool_not_found``)."""
+        await self.refresh()
+        return await self._attempts(self._checked(self._entries.get(call.name), call), call)
+
+    def _checked(self, entry: Entry | None, call: Call) -> Entry:
+        """``entry`` when ``call`` may go to it: found, granted, its arguments valid."""
         try:
-            entry = self._entries.get(name)
-            if entry is None and self._unlisted:
-                await self.refresh()
-                entry = self._entries.get(name)
             if entry is None:
                 raise ActorError.from_code(
-                    Code.TOOL_NOT_FOUND, f"no tool named {name!r}", tool=name
+                    Code.TOOL_NOT_FOUND, f"no tool named {call.name!r}", tool=call.name
                 )
-            self._check_grant(grants, name, arguments)
-            entry.input.check(arguments, code=Code.INPUT_VALIDATION, tool=name)
-            deadline = (
-                math.inf if checked_timeout is None else trio.current_time() + checked_timeout
-            )
-            context = ToolContext(name, key, 1, run_id, node_id)
-            counter = [0]
-            try:
-                if checked_timeout is None:  # no cancel scope on the common path
-                    return await self._attempts(entry, name, arguments, context, deadline, counter)
-                with trio.fail_at(deadline):
-                    return await self._attempts(entry, name, arguments, context, deadline, counter)
-            finally:
-                attempts = counter[0]
-        except trio.TooSlowError as exc:
-            error = ActorError.from_code(
+            call.grants.check(call.name, call.arguments)
+            entry.input.check(call.arguments, code=Code.INPUT_VALIDATION, tool=call.name)
+        except ActorError as error:
+            emit(ToolCallFailed(tool=call.name, code=str(error.code), attempts=0, key=call.key))
+            raise
+        return entry
+
+    async def _attempts(self, entry: Entry, call: Call) -> ToolResult:
+        """The attempts of ``call`` on ``entry``'s workers (see the module docstring): one
+        coroutine, the retry loop inside the call's timeout scope (none without one)."""
+        name, arguments, nested = call.name, call.arguments, call.nested
+        context = ToolContext(name, call.key, 1, call.run_id, call.node_id)
+        attempt = 0
+        deadline = math.inf
+        scope: AbstractContextManager[Any] = _NO_SCOPE
+        if call.timeout is not None:
+            deadline = trio.current_time() + call.timeout
+            scope = trio.CancelScope(deadline=deadline)
+        policy = entry.retry
+        if policy is not None and policy.deadline is not None:
+            deadline = min(deadline, trio.current_time() + policy.deadline)
+        try:
+            with scope:
+                while True:
+                    attempt += 1
+                    run = context if attempt == 1 else context._replace(attempt=attempt)
+                    sent = deep_copy(arguments) if nested else arguments
+                    workers = entry.workers
+                    if workers is None:
+                        raise ActorError.from_code(
+                            Code.INTERNAL,
+                            f"tool {name!r} is declared but no host runs it",
+                            retryable=False,
+                            tool=name,
+                        )
+                    index = workers.pick()
+                    workers.busy[index] += 1
+                    try:
+                        reply = await workers.refs[index].call(
+                            RunTool(name, sent, run), timeout=None, propagate_cancel=True
+                        )
+                    except trio.Cancelled:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - classified: the attempt failed
+                        failed: Exception | None = exc
+                    else:
+                        failed = None
+                    finally:
+                        workers.busy[index] -= 1
+                    if failed is None:
+                        return result_of(entry, name, reply, attempt, call.key)
+                    error = failure_of(failed, entry, name, attempt)
+                    delay = retry_delay(entry.retry, error, attempt, deadline)
+                    if (
+                        delay is None
+                        and error.code is Code.MCP_GATEWAY
+                        and entry.fallback is not None
+                    ):
+                        # The MCP server's retries are spent: the built-in of the same name.
+                        emit(ToolFallback(tool=name, source=entry.source, code=str(error.code)))
+                        entry, attempt = entry.fallback, 0
+                        continue
+                    if delay is None:
+                        if error is failed:  # already typed: never its own cause
+                            raise error
+                        raise error from failed
+                    emit(
+                        ToolRetried(
+                            tool=name, attempt=attempt, error=error, delay=delay, key=run.key
+                        )
+                    )
+                    await trio.sleep(delay)
+            # Only a timeout scope gets here: its deadline cancelled the attempts.
+            raise ActorError.from_code(
                 Code.TOOL_TIMEOUT,
                 f"the call of {name!r} did not finish within its timeout",
                 retryable=False,
                 tool=name,
-                attempt=attempts or None,
-                cause=exc,
+                attempt=attempt or None,
             )
-            emit(ToolCallFailed(tool=name, code=str(error.code), attempts=attempts, key=key))
-            raise error from exc
         except trio.Cancelled:
-            emit(ToolCallFailed(tool=name, code=str(Code.CANCELLED), attempts=attempts, key=key))
+            emit(
+                ToolCallFailed(tool=name, code=str(Code.CANCELLED), attempts=attempt, key=call.key)
+            )
             raise
         except ActorError as error:
             if error.tool is None:
                 error.tool = name
-            emit(ToolCallFailed(tool=name, code=str(error.code), attempts=attempts, key=key))
+            emit(ToolCallFailed(tool=name, code=str(error.code), attempts=attempt, key=call.key))
             raise
 
-    def _check_grant(self, grants: Grants, name: str, arguments: Mapping[str, Any]) -> None:
-        rules = grants.tools
-        if name not in rules:
-            if grants.everything:
-                return
-            raise denied(name, "no grant for this tool")
-        rule = rules[name]
-        if rule is None:
-            return
-        if isinstance(rule, Mapping):
-            cached = self._constraints.get(id(rule))
-            if cached is None or cached[0] is not rule:  # the rule is held: its id is its own
-                cached = (rule, compile_schema(rule, what=f"the grant of {name!r}"))
-                if len(self._constraints) >= MAX_CONSTRAINTS:
-                    del self._constraints[next(iter(self._constraints))]  # the oldest
-                self._constraints[id(rule)] = cached
-            checker = cached[1]
-            if not checker.is_valid(arguments):
-                raise denied(name, "the arguments are outside the grant's constraint")
-            return
-        try:
-            allowed = rule(arguments)
-        except Exception as exc:  # a constraint that raises fails closed
-            raise denied(name, "the grant's constraint raised") from exc
-        if allowed is not True:
-            raise denied(name, "the grant's constraint refused the arguments")
 
-    async def _attempts(
-        self,
-        entry: Entry,
-        name: str,
-        arguments: Mapping[str, Any],
-        context: ToolContext,
-        deadline: float,
-        counter: list[int],
-    ) -> ToolResult:
-        attempt = 0
-        policy = entry.retry
-        if policy is not None and policy.deadline is not None:
-            deadline = min(deadline, trio.current_time() + policy.deadline)
-        while True:
-            attempt += 1
-            counter[0] = attempt
-            run = context if attempt == 1 else context._replace(attempt=attempt)
-            workers = entry.workers
-            if workers is None:
-                raise ActorError.from_code(
-                    Code.INTERNAL,
-                    f"tool {name!r} is declared but no host runs it",
-                    retryable=False,
-                    tool=name,
-                )
-            index = workers.pick()
-            workers.busy[index] += 1
-            try:
-                reply = await workers.refs[index].call(
-                    RunTool(name, arguments, run), timeout=None, propagate_cancel=True
-                )
-            except trio.Cancelled:
-                raise
-            except Exception as exc:  # noqa: BLE001 - classified: the attempt's failure
-                failed: Exception | None = exc
-            else:
-                failed = None
-            finally:
-                workers.busy[index] -= 1
-            if failed is not None:
-                error = failure_of(failed, entry, name, attempt)
-                if error.code is Code.MCP_GATEWAY and entry.fallback is not None:
-                    emit(ToolFallback(tool=name, source=entry.source, code=str(error.code)))
-                    entry, attempt = entry.fallback, 0
-                    continue
-                delay = retry_delay(entry.retry, error, attempt, deadline)
-                if delay is None:
-                    if error is failed:  # already typed: never its own cause
-                        raise error
-                    raise error from failed
-                emit(ToolRetried(tool=name, attempt=attempt, error=error, delay=delay, key=run.key))
-                await trio.sleep(delay)
-                continue
-            return result_of(entry, name, reply, attempt, context.key)
+#: The "scope" of a call without a timeout: nothing to enter (a CancelScope costs ~1 µs).
+_NO_SCOPE: Final = contextlib.nullcontext()
