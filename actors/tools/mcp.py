@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import attrs
@@ -238,21 +238,10 @@ class McpHost(Actor):
 
     async def _list(self) -> tuple[ToolInfo, ...]:
         config = self.config
-        connection = self._connected()
         deadline = _deadline(config.list_timeout)
-        session = await connection.session_by(deadline)
-        with connection.request():
-            try:
-                with trio.move_on_at(deadline) as timer:
-                    tools = await _list_all(session)
-            except trio.Cancelled:
-                raise
-            except BaseException as exc:
-                failure = await self._failed(exc, None)
-                if failure is exc:
-                    raise
-                raise failure from failure.__cause__
-        if timer.cancelled_caught:
+        session = await self._connected().session_by(deadline)
+        tools, timed_out = await self._request(deadline, None, lambda: _list_all(session))
+        if timed_out:
             raise gateway(config.name, "did not list its tools within list_timeout")
         return tuple(
             ToolInfo(
@@ -267,30 +256,40 @@ class McpHost(Actor):
 
     async def _run(self, message: RunTool) -> Any:
         config, name = self.config, message.tool
-        connection = self._connected()
         deadline = _deadline(config.call_timeout)
-        session = await connection.session_by(deadline, tool=name)
+        session = await self._connected().session_by(deadline, tool=name)
         meta = {IDEMPOTENCY_META_KEY: message.context.key}
-        with connection.request():
-            try:
-                with trio.move_on_at(deadline) as timer:
-                    result = await session.call_tool(
-                        name, dict(message.arguments), meta=cast(Any, meta)
-                    )
-            except trio.Cancelled:
-                raise
-            except BaseException as exc:
-                failure = await self._failed(exc, name)
-                if failure is exc:
-                    raise
-                raise failure from failure.__cause__
-        if timer.cancelled_caught:
+        result, timed_out = await self._request(
+            deadline,
+            name,
+            lambda: session.call_tool(name, dict(message.arguments), meta=cast(Any, meta)),
+        )
+        if timed_out:
             raise ActorError.from_code(
                 Code.TOOL_TIMEOUT,
                 f"MCP tool {name!r} of server {config.name!r} did not answer within call_timeout",
                 tool=name,
             )
         return _output(result, name, config.name)
+
+    async def _request(
+        self, deadline: float, tool: str | None, send: Callable[[], Awaitable[Any]]
+    ) -> tuple[Any, bool]:
+        """``send()`` on the connection until ``deadline``: its answer and whether the
+        deadline cut it; a failure is raised as :meth:`_failed` classifies it (``tool``:
+        ``None`` for a listing)."""
+        with self._connected().request():
+            try:
+                with trio.move_on_at(deadline) as timer:
+                    answer = await send()
+            except trio.Cancelled:
+                raise
+            except BaseException as exc:
+                failure = await self._failed(exc, tool)
+                if failure is exc:
+                    raise
+                raise failure from failure.__cause__
+        return (None, True) if timer.cancelled_caught else (answer, False)
 
     def _connected(self) -> McpConnection:
         connection = self._connection
