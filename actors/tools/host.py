@@ -96,22 +96,26 @@ class ToolHost(Actor):
         self.tools = by_name
         # Tools run as ``fn(**arguments)`` with nothing around them (no timeout, context
         # or structuring): the handler awaits them itself.
-        self._plain = {
-            name: tool.fn
+        self._runs: dict[str, tuple[Tool, Any]] = {
+            name: (
+                tool,
+                tool.fn
+                if tool.timeout is None and not tool.takes_context and not tool.structured
+                else None,
+            )
             for name, tool in by_name.items()
-            if tool.timeout is None and not tool.takes_context and not tool.structured
         }
 
     async def handle(self, message: Any) -> Any:
-        if isinstance(message, RunTool):
-            tool = self.tools.get(message.tool)
-            if tool is None:
+        if type(message) is RunTool:
+            found = self._runs.get(message.tool)
+            if found is None:
                 return fail(
                     Code.TOOL_NOT_FOUND,
                     f"this host has no tool {message.tool!r}",
                     retryable=False,
                 )
-            plain = self._plain.get(message.tool)
+            tool, plain = found
             try:
                 if plain is not None:
                     try:

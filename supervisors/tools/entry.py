@@ -17,7 +17,8 @@ from actors import ActorError, ActorRef, Code, classify
 from actors.tools import Checker, Grants, Partial, ToolInfo, ToolResult, compile_schema
 from supervisors.retry import RetryPolicy, next_delay
 
-_keys = itertools.count(1)
+#: Numbers of the ``call-N`` keys.
+KEYS: Final = itertools.count(1)
 
 
 class Workers:
@@ -146,6 +147,11 @@ def make_entry(info: ToolInfo, workers: Workers | None, source: str, retry: Any)
     )
 
 
+def new_key() -> str:
+    """A new ``call-N`` key."""
+    return f"call-{next(KEYS)}"
+
+
 def key_of(key: str | None, run_id: str | None, node_id: str | None, index: int | None) -> str:
     """The call's idempotency key: ``key``; else ``run_id/node_id/index`` (all three, or
     none); else a new ``call-N``."""
@@ -154,7 +160,7 @@ def key_of(key: str | None, run_id: str | None, node_id: str | None, index: int 
             raise bad_call("key", "a non-empty string", key)
         return key
     if run_id is None and node_id is None and index is None:
-        return f"call-{next(_keys)}"
+        return new_key()
     for field, value in (("run_id", run_id), ("node_id", node_id)):
         if type(value) is not str or not value or "/" in value:
             raise bad_call(
@@ -172,13 +178,13 @@ def snapshot(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     numbers and strings, the common case, costs one ``dict()``). Nesting too deep to copy
     is ``input_validation``."""
     for value in arguments.values():
-        if type(value) not in _LEAVES:  # a list, an object, anything else: copied deep
+        if type(value) not in LEAVES:  # a list, an object, anything else: copied deep
             return deep_copy(arguments), True
     return dict(arguments), False
 
 
 #: Values a flat copy shares safely with the caller (immutable JSON leaves).
-_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
+LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def deep_copy(arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from actors.tools import (
     NONE,
     Grants,
     ListTools,
+    Partial,
     RunTool,
     ToolContext,
     ToolGroup,
@@ -51,6 +52,8 @@ from actors.tools import (
 )
 from supervisors.retry import RetryPolicy
 from supervisors.tools.entry import (
+    KEYS,
+    LEAVES,
     Call,
     Entry,
     Workers,
@@ -234,38 +237,60 @@ class Tools:
         """
         if type(name) is not str or not name:
             raise bad_call("name", "a non-empty string", name)
-        if arguments is None:
-            arguments = {}
-        elif type(arguments) is not dict and not isinstance(arguments, Mapping):
-            raise bad_call("arguments", "a mapping (a JSON object)", arguments, tool=name)
         # What is checked is what runs: a copy, so changing the caller's dict while the
         # call waits changes nothing (and, nested, each attempt gets a copy of its own).
-        copied, nested = snapshot(arguments)
-        checked_timeout = None if timeout is None else timeout_of(timeout)
+        if type(arguments) is dict or isinstance(arguments, Mapping):
+            copied = dict(arguments)
+        elif arguments is None:
+            copied = {}
+        else:
+            raise bad_call("arguments", "a mapping (a JSON object)", arguments, tool=name)
+        nested = False
+        for value in copied.values():  # snapshot(), inlined: this runs on every call
+            if type(value) not in LEAVES:
+                copied, nested = snapshot(copied)
+                break
+        if timeout is not None:
+            timeout = timeout_of(timeout)
         if grants is None:
             grants = self.grants
         elif not isinstance(grants, Grants):
             raise bad_call("grants", "a Grants", grants, tool=name)
-        call = Call(
-            name,
-            copied,
-            nested,
-            grants,
-            checked_timeout,
-            key_of(key, run_id, node_id, index),
-            run_id,
-            node_id,
-        )
+        if key is None and run_id is None and node_id is None and index is None:
+            key = f"call-{next(KEYS)}"  # new_key(), inlined
+        else:
+            key = key_of(key, run_id, node_id, index)
         entry = self._entries.get(name)
-        if entry is None and self._unlisted:
-            return self._after_refresh(call)
-        return self._attempts(self._checked(entry, call), call)
+        if entry is None:
+            call = Call(name, copied, nested, grants, timeout, key, run_id, node_id)
+            if self._unlisted:
+                return self._after_refresh(call)
+            return self._attempts(self._checked(entry, call), call, None)
+        try:
+            if grants.tools or not grants.everything:  # ALL has nothing to check
+                grants.check(name, copied)
+            checker = entry.input
+            quick = checker.quick
+            try:
+                valid = quick is not None and quick(copied)  # Checker.check's fast path
+            except (ValueError, TypeError, OverflowError):
+                valid = False  # not JSON: check() says so, typed
+            if valid is not True:
+                checker.check(copied, code=Code.INPUT_VALIDATION, tool=name)
+        except ActorError as error:
+            emit(ToolCallFailed(tool=name, code=str(error.code), attempts=0, key=key))
+            raise
+        workers = entry.workers
+        if timeout is None and workers is not None:
+            return self._first(entry, workers, name, copied, nested, key, run_id, node_id)
+        call = Call(name, copied, nested, grants, timeout, key, run_id, node_id)
+        return self._attempts(entry, call, None)
 
     async def _after_refresh(self, call: Call) -> ToolResult:
         """``call`` of a name not known yet while some MCP server is not listed: list it,
         then go on (a name still unknown is ``tool_not_found``)."""
         await self.refresh()
-        return await self._attempts(self._checked(self._entries.get(call.name), call), call)
+        return await self._attempts(self._checked(self._entries.get(call.name), call), call, None)
 
     def _checked(self, entry: Entry | None, call: Call) -> Entry:
         """``entry`` when ``call`` may go to it: found, granted, its arguments valid."""
@@ -281,9 +306,65 @@ class Tools:
             raise
         return entry
 
-    async def _attempts(self, entry: Entry, call: Call) -> ToolResult:
+    async def _first(
+        self,
+        entry: Entry,
+        workers: Workers,
+        name: str,
+        arguments: dict[str, Any],
+        nested: bool,
+        key: str,
+        run_id: str | None,
+        node_id: str | None,
+    ) -> ToolResult:
+        """The common call (no timeout, a host to run it): its first attempt without the
+        retry loop's scaffolding; a failed one goes on in :meth:`_attempts`."""
+        busy = workers.busy
+        index = 0 if len(busy) == 1 else workers.pick()
+        busy[index] += 1
+        try:
+            reply = await workers.refs[index].call(
+                RunTool(
+                    name,
+                    deep_copy(arguments) if nested else arguments,
+                    ToolContext(name, key, 1, run_id, node_id),
+                ),
+                timeout=None,
+                propagate_cancel=True,
+            )
+        except trio.Cancelled:
+            emit(ToolCallFailed(tool=name, code=str(Code.CANCELLED), attempts=1, key=key))
+            raise
+        except Exception as exc:  # noqa: BLE001 - the first attempt's failure: _attempts
+            failed: Exception | None = exc
+        else:
+            failed = None
+        finally:
+            busy[index] -= 1
+        if failed is not None:
+            call = Call(name, arguments, nested, NONE, None, key, run_id, node_id)
+            return await self._attempts(entry, call, failed)
+        if type(reply) is not Partial:  # result_of(), inlined for a full result
+            output = entry.output
+            if output is None:
+                return ToolResult(name, reply, (), 1, key)
+            quick = output.quick
+            try:
+                valid = quick is not None and quick(reply)
+            except (ValueError, TypeError, OverflowError):
+                valid = False  # not JSON: result_of's check says so, typed
+            if valid is True:
+                return ToolResult(name, reply, (), 1, key)
+        try:
+            return result_of(entry, name, reply, 1, key)
+        except ActorError as error:
+            emit(ToolCallFailed(tool=name, code=str(error.code), attempts=1, key=key))
+            raise
+
+    async def _attempts(self, entry: Entry, call: Call, first: Exception | None) -> ToolResult:
         """The attempts of ``call`` on ``entry``'s workers (see the module docstring): one
-        coroutine, the retry loop inside the call's timeout scope (none without one)."""
+        coroutine, the retry loop inside the call's timeout scope (none without one).
+        ``first``: how a first attempt made by :meth:`_first` failed."""
         name, arguments, nested = call.name, call.arguments, call.nested
         context = ToolContext(name, call.key, 1, call.run_id, call.node_id)
         attempt = 0
@@ -300,31 +381,36 @@ class Tools:
                 while True:
                     attempt += 1
                     run = context if attempt == 1 else context._replace(attempt=attempt)
-                    sent = deep_copy(arguments) if nested else arguments
-                    workers = entry.workers
-                    if workers is None:
-                        raise ActorError.from_code(
-                            Code.INTERNAL,
-                            f"tool {name!r} is declared but no host runs it",
-                            retryable=False,
-                            tool=name,
-                        )
-                    index = workers.pick()
-                    workers.busy[index] += 1
-                    try:
-                        reply = await workers.refs[index].call(
-                            RunTool(name, sent, run), timeout=None, propagate_cancel=True
-                        )
-                    except trio.Cancelled:
-                        raise
-                    except Exception as exc:  # noqa: BLE001 - classified: the attempt failed
-                        failed: Exception | None = exc
+                    if first is not None:  # made by _first
+                        failed: Exception | None = first
+                        first = None
                     else:
-                        failed = None
-                    finally:
-                        workers.busy[index] -= 1
-                    if failed is None:
-                        return result_of(entry, name, reply, attempt, call.key)
+                        sent = deep_copy(arguments) if nested else arguments
+                        workers = entry.workers
+                        if workers is None:
+                            raise ActorError.from_code(
+                                Code.INTERNAL,
+                                f"tool {name!r} is declared but no host runs it",
+                                retryable=False,
+                                tool=name,
+                            )
+                        index = workers.pick()
+                        workers.busy[index] += 1
+                        try:
+                            reply = await workers.refs[index].call(
+                                RunTool(name, sent, run), timeout=None, propagate_cancel=True
+                            )
+                        except trio.Cancelled:
+                            raise
+                        except Exception as exc:  # noqa: BLE001 - classified below
+                            failed = exc
+                        else:
+                            failed = None
+                        finally:
+                            workers.busy[index] -= 1
+                        if failed is None:
+                            return result_of(entry, name, reply, attempt, call.key)
+                    assert failed is not None  # the first attempt's, or this one's
                     error = failure_of(failed, entry, name, attempt)
                     delay = retry_delay(entry.retry, error, attempt, deadline)
                     if (
