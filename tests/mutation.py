@@ -94,12 +94,17 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_pool_waits.py",
     ),
     "supervisors/pool/routing.py": ("tests/test_pool_fatal.py",),
-    "actors/tools/grants.py": ("tests/test_tools_errors.py", "tests/test_tools_front.py"),
+    "actors/tools/grants.py": (
+        "tests/test_tools_errors.py",
+        "tests/test_tools_front.py",
+        "tests/test_tools_hostile.py",
+    ),
     "actors/tools/facing.py": ("tests/test_tools_results.py",),
     "supervisors/tools/entry.py": (
         "tests/test_tools_errors.py",
         "tests/test_tools_results.py",
         "tests/test_tools_front.py",
+        "tests/test_tools_hostile.py",
     ),
     "supervisors/retry.py": (
         "tests/test_retry.py",

@@ -270,3 +270,19 @@ async def test_without_a_builtin_the_mcp_gateway_error_is_raised(
     assert DownMcp.calls == 1
     with pytest.raises(ActorError, match="mcp_retry must be a RetryPolicy or None"):
         Tools(mcp_retry=3)  # type: ignore[arg-type]
+
+
+class AsyncCallable:
+    """A callable object whose ``__call__`` is async (would never be awaited)."""
+
+    async def __call__(self, arguments: Any) -> bool:
+        return True
+
+
+def test_grants_refuse_what_cannot_be_a_constraint() -> None:
+    with pytest.raises(ActorError, match="a plain predicate, got AsyncCallable") as awaited:
+        Grants.allow(echo=AsyncCallable())
+    with pytest.raises(ActorError, match=r"Grants\.everything must be a bool") as flag:
+        Grants(everything="yes")  # type: ignore[arg-type]
+    assert {awaited.value.code, flag.value.code} == {Code.CONFIG_INVALID}
+    assert Grants.allow(echo=lambda arguments: True).rule_for("echo")[0] is True
