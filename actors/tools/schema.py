@@ -321,13 +321,6 @@ class Checker:
     #: value), used to say "valid" first; ``None`` when it could not compile it. The
     #: reference implementation (jsonschema) has the last word on an invalid value.
     _fast: Any = attrs.field(default=None, repr=False, alias="fast")
-    #: jsonschema-rs's ``is_valid`` (``None`` without it): ``True`` only for a valid
-    #: value, for a caller's own hot path — it may raise ``ValueError``/``TypeError`` on
-    #: a value that is not JSON; anything but ``True`` means "ask :meth:`check`".
-    quick: Callable[[Any], bool] | None = attrs.field(init=False, repr=False, eq=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "quick", None if self._fast is None else self._fast.is_valid)
 
     def is_valid(self, value: Any) -> bool:
         """Whether ``value`` is valid (an unresolvable ``$ref`` is ``config_invalid``; a

@@ -31,6 +31,22 @@ class Workers:
         self.refs = list(refs)
         self.busy = [0] * len(self.refs)
 
+    async def send(self, message: Any) -> tuple[Any, Exception | None]:
+        """``message`` to the least busy worker (``propagate_cancel``): its reply, or the
+        failure it raised (a cancellation propagates). The worker counts as busy while it
+        is waited for, on every path."""
+        busy = self.busy
+        index = 0 if len(busy) == 1 else self.pick()
+        busy[index] += 1
+        try:
+            return await self.refs[index].call(message, timeout=None, propagate_cancel=True), None
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the attempt's failure, for the caller to read
+            return None, exc
+        finally:
+            busy[index] -= 1
+
     def pick(self) -> int:
         busy = self.busy
         best = 0
@@ -147,11 +163,6 @@ def make_entry(info: ToolInfo, workers: Workers | None, source: str, retry: Any)
     )
 
 
-def new_key() -> str:
-    """A new ``call-N`` key."""
-    return f"call-{next(KEYS)}"
-
-
 def key_of(key: str | None, run_id: str | None, node_id: str | None, index: int | None) -> str:
     """The call's idempotency key: ``key``; else ``run_id/node_id/index`` (all three, or
     none); else a new ``call-N``."""
@@ -160,7 +171,7 @@ def key_of(key: str | None, run_id: str | None, node_id: str | None, index: int 
             raise bad_call("key", "a non-empty string", key)
         return key
     if run_id is None and node_id is None and index is None:
-        return new_key()
+        return f"call-{next(KEYS)}"
     for field, value in (("run_id", run_id), ("node_id", node_id)):
         if type(value) is not str or not value or "/" in value:
             raise bad_call(
@@ -178,13 +189,13 @@ def snapshot(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     numbers and strings, the common case, costs one ``dict()``). Nesting too deep to copy
     is ``input_validation``."""
     for value in arguments.values():
-        if type(value) not in LEAVES:  # a list, an object, anything else: copied deep
+        if type(value) not in _LEAVES:  # a list, an object, anything else: copied deep
             return deep_copy(arguments), True
     return dict(arguments), False
 
 
 #: Values a flat copy shares safely with the caller (immutable JSON leaves).
-LEAVES: Final = frozenset({str, int, float, bool, type(None)})
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def deep_copy(arguments: Mapping[str, Any]) -> dict[str, Any]:

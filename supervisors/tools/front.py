@@ -43,7 +43,6 @@ from actors.tools import (
     NONE,
     Grants,
     ListTools,
-    Partial,
     RunTool,
     ToolContext,
     ToolGroup,
@@ -52,8 +51,6 @@ from actors.tools import (
 )
 from supervisors.retry import RetryPolicy
 from supervisors.tools.entry import (
-    KEYS,
-    LEAVES,
     Call,
     Entry,
     Workers,
@@ -239,27 +236,20 @@ class Tools:
             raise bad_call("name", "a non-empty string", name)
         # What is checked is what runs: a copy, so changing the caller's dict while the
         # call waits changes nothing (and, nested, each attempt gets a copy of its own).
-        if type(arguments) is dict or isinstance(arguments, Mapping):
-            copied = dict(arguments)
-        elif arguments is None:
-            copied = {}
-        else:
+        if arguments is None:
+            arguments = {}
+        elif type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise bad_call("arguments", "a mapping (a JSON object)", arguments, tool=name)
-        nested = False
-        for value in copied.values():  # snapshot(), inlined: this runs on every call
-            if type(value) not in LEAVES:
-                copied, nested = snapshot(copied)
-                break
+        # What is checked is what runs: a copy, so changing the caller's dict while the
+        # call waits changes nothing (and, nested, each attempt gets a copy of its own).
+        copied, nested = snapshot(arguments)
         if timeout is not None:
             timeout = timeout_of(timeout)
         if grants is None:
             grants = self.grants
         elif not isinstance(grants, Grants):
             raise bad_call("grants", "a Grants", grants, tool=name)
-        if key is None and run_id is None and node_id is None and index is None:
-            key = f"call-{next(KEYS)}"  # new_key(), inlined
-        else:
-            key = key_of(key, run_id, node_id, index)
+        key = key_of(key, run_id, node_id, index)
         entry = self._entries.get(name)
         if entry is None:
             call = Call(name, copied, nested, grants, timeout, key, run_id, node_id)
@@ -269,14 +259,7 @@ class Tools:
         try:
             if grants.tools or not grants.everything:  # ALL has nothing to check
                 grants.check(name, copied)
-            checker = entry.input
-            quick = checker.quick
-            try:
-                valid = quick is not None and quick(copied)  # Checker.check's fast path
-            except (ValueError, TypeError, OverflowError):
-                valid = False  # not JSON: check() says so, typed
-            if valid is not True:
-                checker.check(copied, code=Code.INPUT_VALIDATION, tool=name)
+            entry.input.check(copied, code=Code.INPUT_VALIDATION, tool=name)
         except ActorError as error:
             emit(ToolCallFailed(tool=name, code=str(error.code), attempts=0, key=key))
             raise
@@ -319,42 +302,21 @@ class Tools:
     ) -> ToolResult:
         """The common call (no timeout, a host to run it): its first attempt without the
         retry loop's scaffolding; a failed one goes on in :meth:`_attempts`."""
-        busy = workers.busy
-        index = 0 if len(busy) == 1 else workers.pick()
-        busy[index] += 1
         try:
-            reply = await workers.refs[index].call(
+            reply, failed = await workers.send(
                 RunTool(
                     name,
                     deep_copy(arguments) if nested else arguments,
                     ToolContext(name, key, 1, run_id, node_id),
-                ),
-                timeout=None,
-                propagate_cancel=True,
+                )
             )
         except trio.Cancelled:
             emit(ToolCallFailed(tool=name, code=str(Code.CANCELLED), attempts=1, key=key))
             raise
-        except Exception as exc:  # noqa: BLE001 - the first attempt's failure: _attempts
-            failed: Exception | None = exc
-        else:
-            failed = None
-        finally:
-            busy[index] -= 1
         if failed is not None:
+            # The grants were checked: the retries need the rest of the call.
             call = Call(name, arguments, nested, NONE, None, key, run_id, node_id)
             return await self._attempts(entry, call, failed)
-        if type(reply) is not Partial:  # result_of(), inlined for a full result
-            output = entry.output
-            if output is None:
-                return ToolResult(name, reply, (), 1, key)
-            quick = output.quick
-            try:
-                valid = quick is not None and quick(reply)
-            except (ValueError, TypeError, OverflowError):
-                valid = False  # not JSON: result_of's check says so, typed
-            if valid is True:
-                return ToolResult(name, reply, (), 1, key)
         try:
             return result_of(entry, name, reply, 1, key)
         except ActorError as error:
@@ -394,20 +356,7 @@ class Tools:
                                 retryable=False,
                                 tool=name,
                             )
-                        index = workers.pick()
-                        workers.busy[index] += 1
-                        try:
-                            reply = await workers.refs[index].call(
-                                RunTool(name, sent, run), timeout=None, propagate_cancel=True
-                            )
-                        except trio.Cancelled:
-                            raise
-                        except Exception as exc:  # noqa: BLE001 - classified below
-                            failed = exc
-                        else:
-                            failed = None
-                        finally:
-                            workers.busy[index] -= 1
+                        reply, failed = await workers.send(RunTool(name, sent, run))
                         if failed is None:
                             return result_of(entry, name, reply, attempt, call.key)
                     assert failed is not None  # the first attempt's, or this one's
