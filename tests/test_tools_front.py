@@ -191,6 +191,7 @@ async def test_a_host_without_a_registered_tool_is_internal(autojump_clock: Mock
         (lambda: ToolGroup("g", [echo], concurrency=True), "got bool"),
         (lambda: ToolGroup("g", ["echo"]), r"ToolGroup.tools\[0\] must be a Tool, got str"),
         (lambda: ToolHost([echo, echo]), "two tools named 'echo'"),
+        (lambda: ToolGroup("g", [echo, echo]), "ToolGroup 'g' has two tools named 'echo'"),
         (lambda: ToolHost(["x"]), r"ToolHost tools\[0\] must be a Tool, got str"),
         (lambda: tool(echo.fn, name="bad name"), "Tool.name must be 1-64 letters"),
         (lambda: tool(echo.fn, timeout=0), "Tool.timeout must be a finite number"),

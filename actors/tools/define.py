@@ -301,9 +301,16 @@ class ToolGroup:
     concurrency: int = 4
 
     def __attrs_post_init__(self) -> None:
+        names: set[str] = set()
         for index, item in enumerate(self.tools):
             if not isinstance(item, Tool):
                 raise _bad_config(f"ToolGroup.tools[{index}]", "a Tool", item)
+            if item.name in names:
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"ToolGroup {self.name!r} has two tools named {item.name!r}",
+                )
+            names.add(item.name)
         if not self.tools:
             raise ActorError.from_code(Code.CONFIG_INVALID, "ToolGroup.tools must not be empty")
         concurrency = self.concurrency
