@@ -3,7 +3,28 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
+
+import httpx
+import pytest
+
+from actors import ActorError, open_runtime
+from actors.providers import (
+    AnthropicProvider,
+    HttpProvider,
+    LlmRequest,
+    LlmResponse,
+    OpenAIProvider,
+    ProviderClient,
+    ProviderConfig,
+)
+
+#: Both adapters, as a pytest parameter list.
+PROVIDERS = [
+    pytest.param(OpenAIProvider, id="openai"),
+    pytest.param(AnthropicProvider, id="anthropic"),
+]
 
 
 def sse(*events: tuple[str | None, Any]) -> bytes:
@@ -16,3 +37,23 @@ def sse(*events: tuple[str | None, Any]) -> bytes:
         lines.append(f"data: {data if isinstance(data, str) else json.dumps(data)}")
         lines.append("")
     return ("\n".join(lines) + "\n").encode()
+
+
+async def stream_through(
+    provider: Callable[..., HttpProvider],
+    config: ProviderConfig,
+    handler: Callable[[httpx.Request], httpx.Response],
+    request: LlmRequest,
+) -> LlmResponse | ActorError:
+    """Stream ``request`` through an adapter actor over ``httpx.MockTransport(handler)``,
+    reading every event: the assembled response, or the typed failure."""
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: provider(config, transport=httpx.MockTransport(handler)))
+        try:
+            async with ProviderClient(ref, config.name).stream(request) as events:
+                async for _ in events:
+                    pass
+        except ActorError as err:
+            return err
+        assert events.response is not None
+        return events.response

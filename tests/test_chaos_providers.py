@@ -29,11 +29,8 @@ from actors.providers import (
     ToolSpec,
 )
 from actors.testing.chaos import Fault, FaultScript, chaos_server
+from tests.provider_helpers import PROVIDERS
 
-PROVIDERS = [
-    pytest.param(OpenAIProvider, id="openai"),
-    pytest.param(AnthropicProvider, id="anthropic"),
-]
 STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
 WEATHER = ToolSpec(name="weather", description="today's weather")
 TOOL_REQUEST = LlmRequest(

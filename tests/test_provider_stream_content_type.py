@@ -11,7 +11,7 @@ import httpx
 import pytest
 from trio.testing import MockClock
 
-from actors import ActorError, Code, open_runtime
+from actors import ActorError, Code
 from actors.providers import (
     AnthropicProvider,
     HttpProvider,
@@ -19,10 +19,9 @@ from actors.providers import (
     LlmResponse,
     Message,
     OpenAIProvider,
-    ProviderClient,
     ProviderConfig,
 )
-from tests.provider_helpers import sse
+from tests.provider_helpers import sse, stream_through
 
 REQUEST = LlmRequest(model="m-1", messages=[Message(role="user", content="hello")], stream=True)
 OPENAI_WHOLE = {
@@ -68,16 +67,7 @@ async def stream(
         return httpx.Response(200, headers=headers, content=body)
 
     config = ProviderConfig(name="p", base_url="https://llm.invalid", api_key="chaos-test-key")
-    async with open_runtime() as runtime:
-        ref = await runtime.spawn(lambda: provider(config, transport=httpx.MockTransport(handler)))
-        try:
-            async with ProviderClient(ref, "p").stream(REQUEST) as events:
-                async for _ in events:
-                    pass
-        except ActorError as err:
-            return err
-        assert events.response is not None
-        return events.response
+    return await stream_through(provider, config, handler, REQUEST)
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from actors.providers import (
     ProviderConfig,
 )
 from actors.testing.chaos import chaos_server
-from tests.provider_helpers import sse
+from tests.provider_helpers import sse, stream_through
 
 KEY = "sk-transport-KEY-0123456789abcdef"
 REQUEST = LlmRequest(model="m-1", messages=[Message(role="user", content="hello")])
@@ -253,18 +253,7 @@ async def stream(dialected: Dialected, body: bytes) -> LlmResponse | ActorError:
 
     config = ProviderConfig(name="p", base_url="https://llm.invalid", api_key=KEY)
     request = attrs.evolve(REQUEST, stream=True)
-    async with open_runtime() as runtime:
-        ref = await runtime.spawn(
-            lambda: dialected.provider(config, transport=httpx.MockTransport(handler))
-        )
-        try:
-            async with ProviderClient(ref, "p").stream(request) as events:
-                async for _ in events:
-                    pass
-        except ActorError as err:
-            return err
-        assert events.response is not None
-        return events.response
+    return await stream_through(dialected.provider, config, handler, request)
 
 
 async def test_openai_stream(autojump_clock: MockClock) -> None:

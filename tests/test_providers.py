@@ -29,11 +29,8 @@ from actors.providers import (
 )
 from actors.testing import capture_events
 from actors.testing.chaos import ChaosServer, Fault, FaultScript, chaos_server
+from tests.provider_helpers import PROVIDERS
 
-PROVIDERS = [
-    pytest.param(OpenAIProvider, id="openai"),
-    pytest.param(AnthropicProvider, id="anthropic"),
-]
 REQUEST = LlmRequest(model="m-1", messages=[Message(role="user", content="hello chaos world")])
 CANARY = "sk-test-CANARY-1234567890"
 
