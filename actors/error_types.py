@@ -50,11 +50,18 @@ def _retryable(self: ActorError) -> bool:
 
 
 def _seconds_hint(value: object) -> float | None:
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+    if value is None:
+        return None
+    if type(value) is float:  # the common case, at once: NaN and negatives compare false
+        return value if value >= 0 else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if value != value or value < 0:  # NaN, negative
         return None
-    return float(value) if value < sys.float_info.max else math.inf
+    return float(value) if value < _FLOAT_MAX else math.inf
+
+
+_FLOAT_MAX = sys.float_info.max
 
 
 def _user_message(self: ActorError) -> str:
