@@ -307,3 +307,66 @@ async def test_a_remembered_refusal_ends_at_the_time_the_breaker_gave(
         calls.clear()
         assert (await pool.complete(request())).content == "A"
         assert calls == ["A"]
+
+
+async def test_on_the_fast_path_an_enclosing_cancel_is_a_cancel(autojump_clock: MockClock) -> None:
+    """No budget, no deadline: the first attempt runs on the fast path; a sibling's crash
+    cancels the scope around the request — the caller gets trio.Cancelled, the attempt is
+    ledgered ``cancelled``, the breaker counts nothing, the limiter keeps its request."""
+    calls: list[str] = []
+    seen: list[BaseException] = []
+    resilience = Resilience(retry=rules(), breaker=Breaker(BreakerConfig(failure_threshold=1)))
+    async with open_runtime() as runtime:
+        a = await runtime.spawn(lambda: Scripted("A", [("slow", 10)], calls))
+        pool = ProviderPool([Target(ref=a, provider="A", model="m1")], resilience=resilience)
+
+        async def ask() -> None:
+            try:
+                await pool.complete(request())
+            except BaseException as exc:
+                seen.append(exc)
+                raise
+
+        async def crash() -> None:
+            await trio.sleep(2)
+            raise ValueError("sibling crashed")
+
+        with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="sibling crashed")):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask)
+                nursery.start_soon(crash)
+        assert [type(exc) for exc in seen] == [trio.Cancelled]
+        assert [(e.number, e.outcome, e.code) for e in pool.ledger] == [(1, "cancelled", None)]
+        breaker = resilience.breaker
+        assert breaker is not None
+        assert breaker.admit_fast("A", "m1") is not None  # clean: a cancel is no verdict
+
+
+async def test_on_the_fast_path_an_aborted_tree_ends_the_request_cancelled(
+    autojump_clock: MockClock,
+) -> None:
+    from actors.testing.chaos import Fault
+    from tests.pool_helpers import faults, fleet
+
+    slow = {"A": faults(Fault(kind="latency", seconds=10)), "B": None}
+    caught: list[BaseException] = []
+    with pytest.raises(BaseExceptionGroup) as escaped:  # the tree's abort, in its nurseries
+        async with fleet(slow) as f:
+            pool = ProviderPool(f.targets("A", "B"), resilience=Resilience(retry=rules()))
+
+            async def abort_later() -> None:
+                await trio.sleep(1)
+                f.tree.abort("operator")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(abort_later)
+                try:
+                    await pool.complete(request())
+                except BaseException as exc:
+                    caught.append(exc)
+                    raise
+    assert escaped.value.subgroup(ActorError) is not None
+    assert len(caught) == 1 and isinstance(caught[0], ActorError)
+    assert (caught[0].code, caught[0].message) == (Code.CANCELLED, "operator")
+    # Never all_providers_failed, never B's answer: a cancel ends the request.
+    assert f.count("B") == 0
