@@ -3,11 +3,13 @@ provider actors over them, exact retry rules (no jitter)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
 import attrs
+import pytest
+import trio
 
 from actors import Code
 from actors.providers import (
@@ -115,3 +117,28 @@ async def fleet(
         spec = SupervisorSpec(max_restarts=50, period=10, children=children)
         tree = await stack.enter_async_context(open_tree(spec, name="pool-test"))
         yield Fleet(tree, servers)
+
+
+async def cancelled_by_a_crashing_sibling(
+    ask: Callable[[], Awaitable[Any]], after: float = 2
+) -> list[BaseException]:
+    """Run ``ask()`` beside a sibling that crashes ``after`` seconds in, so the scope
+    around ``ask`` is cancelled; what ``ask`` raised (the crash itself is expected)."""
+    seen: list[BaseException] = []
+
+    async def asking() -> None:
+        try:
+            await ask()
+        except BaseException as exc:
+            seen.append(exc)
+            raise
+
+    async def crash() -> None:
+        await trio.sleep(after)
+        raise ValueError("sibling crashed")
+
+    with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="sibling crashed")):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(asking)
+            nursery.start_soon(crash)
+    return seen

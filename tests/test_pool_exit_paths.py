@@ -11,7 +11,7 @@ from trio.testing import MockClock
 from actors import Code
 from actors.testing.chaos import Fault, FaultScript
 from supervisors import Breaker, Budget, BudgetLimits, ProviderPool, Resilience
-from tests.pool_helpers import faults, fleet, request, rules
+from tests.pool_helpers import cancelled_by_a_crashing_sibling, faults, fleet, request, rules
 
 
 def slow_a() -> dict[str, FaultScript | None]:
@@ -97,23 +97,7 @@ async def test_an_enclosing_scope_cancelled_by_a_crashing_sibling(
     async with fleet(slow) as f:
         budget = Budget("enclosing", BudgetLimits())
         pool = ProviderPool(f.targets("A", "B"), budget=budget, hedge_after=hedge)
-        seen: list[BaseException] = []
-
-        async def ask() -> None:
-            try:
-                await _ask(pool, stream)
-            except BaseException as exc:
-                seen.append(exc)
-                raise
-
-        async def crash() -> None:
-            await trio.sleep(2)
-            raise ValueError("sibling crashed")
-
-        with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="sibling crashed")):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(ask)
-                nursery.start_soon(crash)
+        seen = await cancelled_by_a_crashing_sibling(lambda: _ask(pool, stream))
         assert [type(exc) for exc in seen] == [trio.Cancelled]  # never a failure, no group
         assert all(a.outcome == "cancelled" for a in pool.ledger)
         assert len(pool.ledger) == (1 if hedge is None else 2)

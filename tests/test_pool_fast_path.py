@@ -28,7 +28,7 @@ from supervisors import (
     Target,
 )
 from supervisors.state.base import BreakerState
-from tests.pool_helpers import request, rules
+from tests.pool_helpers import cancelled_by_a_crashing_sibling, request, rules
 
 FAR = 10_000.0
 
@@ -312,29 +312,13 @@ async def test_a_remembered_refusal_ends_at_the_time_the_breaker_gave(
 async def test_on_the_fast_path_an_enclosing_cancel_is_a_cancel(autojump_clock: MockClock) -> None:
     """No budget, no deadline: the first attempt runs on the fast path; a sibling's crash
     cancels the scope around the request — the caller gets trio.Cancelled, the attempt is
-    ledgered ``cancelled``, the breaker counts nothing, the limiter keeps its request."""
+    ledgered ``cancelled``, the breaker counts nothing."""
     calls: list[str] = []
-    seen: list[BaseException] = []
     resilience = Resilience(retry=rules(), breaker=Breaker(BreakerConfig(failure_threshold=1)))
     async with open_runtime() as runtime:
         a = await runtime.spawn(lambda: Scripted("A", [("slow", 10)], calls))
         pool = ProviderPool([Target(ref=a, provider="A", model="m1")], resilience=resilience)
-
-        async def ask() -> None:
-            try:
-                await pool.complete(request())
-            except BaseException as exc:
-                seen.append(exc)
-                raise
-
-        async def crash() -> None:
-            await trio.sleep(2)
-            raise ValueError("sibling crashed")
-
-        with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="sibling crashed")):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(ask)
-                nursery.start_soon(crash)
+        seen = await cancelled_by_a_crashing_sibling(lambda: pool.complete(request()))
         assert [type(exc) for exc in seen] == [trio.Cancelled]
         assert [(e.number, e.outcome, e.code) for e in pool.ledger] == [(1, "cancelled", None)]
         breaker = resilience.breaker
