@@ -36,7 +36,7 @@ import attrs
 import trio
 
 from actors import ActorError, Code, Usage
-from actors.events import BudgetPaused, BudgetWarning
+from actors.events import BudgetPaused, BudgetWarning, Event
 from actors.lowlevel import emit
 from supervisors.reals import as_float
 from supervisors.state import MemoryState, StateBackend
@@ -141,8 +141,12 @@ class Budget:
         prices: Mapping[tuple[str, str], Price] | None = None,
         approve: Approve | None = None,
         state: StateBackend | None = None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> None:
         self.run_id = run_id
+        #: Called with each ``budget.warning`` / ``budget.paused`` record as it is emitted
+        #: (a run copies them into its event stream).
+        self.on_event = on_event
         self.limits = limits
         self.prices = dict(prices or {})
         self.approve = approve
@@ -263,11 +267,16 @@ class Budget:
         return None
 
     def _warn(self, dimension: Dimension, used: float, cap: float, *, exceeded: bool) -> None:
-        emit(
+        self._emit(
             BudgetWarning(
                 run_id=self.run_id, dimension=dimension, used=used, limit=cap, exceeded=exceeded
             )
         )
+
+    def _emit(self, record: Event) -> None:
+        emit(record)
+        if self.on_event is not None:
+            self.on_event(record)
 
     async def _exceeded(self, dimension: Dimension, used: float, cap: float) -> bool | ActorError:
         """Apply ``on_exceed``: ``True`` when approval raised the cap, ``False`` to go on
@@ -277,7 +286,7 @@ class Budget:
             self._warn(dimension, used, cap, exceeded=True)
             return False
         if mode == "pause" and self.approve is not None:
-            emit(BudgetPaused(run_id=self.run_id, dimension=dimension, used=used, limit=cap))
+            self._emit(BudgetPaused(run_id=self.run_id, dimension=dimension, used=used, limit=cap))
             raised = await self.approve(BudgetRequest(self.run_id, dimension, used, self.limits))
             if raised is not None:
                 self.limits = raised

@@ -1,0 +1,266 @@
+"""Run records: the event stream of a workflow run (:mod:`supervisors.runs`).
+
+Each record is one entry of a run's stream, in order: ``run_id``, ``seq`` (0, 1, 2, …
+without gaps, per run) and ``at`` (``trio.current_time()`` when it was published). The
+same records go to every hook and to the log, as every other record does.
+
+What a record holds is what a reader of the stream may see: a failure is its ``code``,
+the code's user-safe ``message`` and a ``correlation_id`` that joins it to the log line
+with the full detail (``run.error``, :class:`RunErrorDetail`) — never the exception,
+its text, a secret or a path. State values appear only where they are the run's own
+data: the ``inputs`` of ``run:started``, the ``updates`` a node wrote, the final
+``state`` of ``run:completed``. Those are enough to rebuild a run's state from its
+stream alone (the journal does).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from actors.error_types import ActorError
+from actors.events._base import Event
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunEvent(Event):
+    """The fields every entry of a run's stream has."""
+
+    name: ClassVar[str] = "run:event"
+    level: ClassVar[int] = logging.INFO
+
+    run_id: str
+    #: Position in the run's stream, from 0, without gaps.
+    seq: int
+    #: ``trio.current_time()`` when the record was published.
+    at: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunStarted(RunEvent):
+    """A run passed validation and starts at its workflow's ``start`` node(s)."""
+
+    name: ClassVar[str] = "run:started"
+
+    workflow: str
+    #: The run's initial state (its inputs).
+    inputs: Mapping[str, Any]
+    #: Wall-clock seconds since the epoch (``time.time()``): for people, not for timing.
+    wall_time: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class NodeStarted(RunEvent):
+    """An attempt of a node starts on a node runner."""
+
+    name: ClassVar[str] = "node:started"
+    level: ClassVar[int] = logging.DEBUG
+
+    node_id: str
+    #: ``step``, ``llm``, ``agent``, ``router`` or ``approval``.
+    kind: str
+    #: How many times the node has started in this run, this one included (loops).
+    execution: int
+    #: The attempt of this execution, from 1 (retries add one).
+    attempt: int
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class NodeRetrying(RunEvent):
+    """A node's attempt failed with a retryable error and will be retried after
+    ``delay`` seconds (the audit trail of the node's retry policy)."""
+
+    name: ClassVar[str] = "node:retrying"
+
+    node_id: str
+    execution: int
+    #: The attempt that failed, from 1 (the retry is attempt + 1).
+    attempt: int
+    code: str
+    message: str
+    correlation_id: str
+    delay: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class NodeCompleted(RunEvent):
+    """A node succeeded: its ``updates`` are in the run state, ``next`` are the nodes
+    its edges (or its pick, for a router) lead to."""
+
+    name: ClassVar[str] = "node:completed"
+    level: ClassVar[int] = logging.DEBUG
+
+    node_id: str
+    execution: int
+    attempt: int
+    #: The keys the node wrote and their new values.
+    updates: Mapping[str, Any]
+    #: The nodes that follow, in edge order.
+    next: tuple[str, ...]
+    #: Seconds from the execution's first ``node:started``.
+    duration: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class NodeFailed(RunEvent):
+    """A node failed for good (fatal, or retries exhausted). ``handled``: an edge of the
+    node handles the code and the run goes on along it (``next``); otherwise the run
+    fails with this code."""
+
+    name: ClassVar[str] = "node:failed"
+
+    node_id: str
+    execution: int
+    attempt: int
+    code: str
+    message: str
+    correlation_id: str
+    handled: bool
+    next: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class NodeSkipped(RunEvent):
+    """A node was not run: its circuit breaker is open (``code`` ``circuit_open``); the
+    run goes on along the edges that handle that code (``next``)."""
+
+    name: ClassVar[str] = "node:skipped"
+    level: ClassVar[int] = logging.WARNING
+
+    node_id: str
+    code: str
+    message: str
+    next: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ToolCalled(RunEvent):
+    """A node's tool call ended: ``code`` is ``"ok"`` or the error's code (then the model
+    gets the error as its typed model-facing shape)."""
+
+    name: ClassVar[str] = "tool:called"
+
+    node_id: str
+    tool: str
+    #: The call's number within the node's execution, from 0.
+    index: int
+    #: The call's idempotency key (the same on a re-run of the node).
+    key: str
+    code: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunBudgetWarning(RunEvent):
+    """The run's budget reached its warning fraction of a cap, or passed a cap under
+    ``on_exceed="warn"`` (``exceeded``)."""
+
+    name: ClassVar[str] = "budget:warning"
+    level: ClassVar[int] = logging.WARNING
+
+    dimension: str
+    used: float
+    limit: float
+    exceeded: bool
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunBudgetPaused(RunEvent):
+    """The run passed a cap under ``on_exceed="pause"`` and waits for
+    ``run.decide_budget(...)``."""
+
+    name: ClassVar[str] = "budget:paused"
+    level: ClassVar[int] = logging.WARNING
+
+    dimension: str
+    used: float
+    limit: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ApprovalRequested(RunEvent):
+    """The run waits for a decision: on an approval node (``node_id``) or on its budget
+    (``node_id`` ``None``)."""
+
+    name: ClassVar[str] = "approval:requested"
+
+    node_id: str | None
+    #: The approval node's prompt, or the budget dimension that paused the run.
+    prompt: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ApprovalDecided(RunEvent):
+    """A decision arrived (audited: who, what, why)."""
+
+    name: ClassVar[str] = "approval:decided"
+
+    node_id: str | None
+    #: ``"approve"`` or ``"deny"``.
+    decision: str
+    by: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunCompleted(RunEvent):
+    """The run ended with no node left to run."""
+
+    name: ClassVar[str] = "run:completed"
+
+    #: The final run state.
+    state: Mapping[str, Any]
+    #: Seconds from ``run:started``.
+    duration: float
+    #: Tokens and dollars of every provider attempt of the run, failed ones included.
+    tokens: int
+    cost: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunFailed(RunEvent):
+    """The run ended with an error: a node's unhandled failure, a limit, a validation
+    error (then it is the run's only record), or ``internal``."""
+
+    name: ClassVar[str] = "run:failed"
+    level: ClassVar[int] = logging.WARNING
+
+    code: str
+    message: str
+    correlation_id: str
+    #: The node whose failure ended the run, if one did.
+    node_id: str | None
+    duration: float
+    tokens: int
+    cost: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunCancelled(RunEvent):
+    """The run was cancelled (``run.cancel``, an enclosing scope, a shutdown, an abort):
+    the nodes in flight were cancelled and nothing was retried after it."""
+
+    name: ClassVar[str] = "run:cancelled"
+
+    reason: str
+    #: The nodes that were running when the cancel came.
+    in_flight: tuple[str, ...]
+    duration: float
+    tokens: int
+    cost: float
+
+
+@attrs.frozen(kw_only=True)
+class RunErrorDetail(Event):
+    """The log's side of a failure record of a run's stream: the full error (redacted as
+    every record's error is), joined to the stream's record by ``correlation_id``. Not
+    an entry of the stream."""
+
+    name: ClassVar[str] = "run.error"
+    level: ClassVar[int] = logging.WARNING
+
+    run_id: str
+    node_id: str | None
+    error: ActorError

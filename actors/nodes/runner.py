@@ -1,0 +1,73 @@
+"""The node runner: an actor that runs one attempt of a node at a time and answers its
+outcome as a value.
+
+A runner gets :class:`Attempt` messages (``await fn(arg)``, within ``timeout`` seconds
+when one is set) and answers what ``fn`` returned, or the classified error it raised
+or returned (:func:`actors.errors.normalize` with ``step=True``: an unclassified
+exception is ``execution_failed``). So a node's failure fails that attempt only, never
+the runner. What may not be answered as a value:
+
+* ``trio.Cancelled`` propagates (the engine gave up: a run cancel, a timeout of the
+  run); a node that raises *while* being cancelled is still cancelled — its error is
+  reported as ``error.suppressed`` and the cancel goes on;
+* ``KeyboardInterrupt`` propagates; any other ``BaseException`` that is not an
+  ``Exception`` crashes the runner, and its supervisor decides (the caller gets the
+  classified crash).
+
+A per-attempt ``timeout`` that trips is ``timeout`` (retryable) naming the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+import trio
+
+from actors.actor import Actor
+from actors.errors import ActorError, Code, Failure, cancel_in_effect, normalize
+from actors.events import ErrorSuppressed
+from actors.observe import emit
+
+
+class Attempt(NamedTuple):
+    """One attempt of a node: ``await fn(arg)``; ``node_id`` names it in errors."""
+
+    fn: Callable[[Any], Awaitable[Any]]
+    arg: Any
+    node_id: str
+    timeout: float | None = None
+
+
+class NodeRunner(Actor):
+    """Runs :class:`Attempt` messages inline, one at a time (see the module docstring)."""
+
+    async def handle(self, message: Any) -> Any:
+        fn, arg, node_id, timeout = message
+        try:
+            if timeout is None:
+                value = await fn(arg)
+            else:
+                with trio.move_on_after(timeout) as scope:
+                    value = await fn(arg)
+                if scope.cancelled_caught:
+                    return ActorError.from_code(
+                        Code.TIMEOUT, f"node attempt took over {timeout} s", node_id=node_id
+                    )
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the attempt's failure, answered as a value
+            error = normalize(exc, step=True)
+            reason = await cancel_in_effect()
+            if reason is not None:
+                emit(ErrorSuppressed(actor=self.ref.path, reason=reason, suppressed=error))
+                await trio.lowlevel.checkpoint()  # raises the cancel in effect
+            return error if error.node_id else _with_node(error, node_id)
+        if isinstance(value, Failure):
+            return _with_node(value.to_error(), node_id)
+        return value
+
+
+def _with_node(error: ActorError, node_id: str) -> ActorError:
+    error.node_id = node_id
+    return error

@@ -1,0 +1,45 @@
+"""Workflow runs: graphs of nodes run by node-runner actors under a run supervisor.
+
+Build a :class:`Workflow` of nodes (:class:`Step`, :class:`Llm`, :class:`Agent`,
+:class:`Router`, :class:`Approval`) and :class:`Edge` values, then start runs with
+:func:`open_runs`. docs/runs.md tells the whole story.
+"""
+
+from supervisors.runs.conditions import Condition
+from supervisors.runs.context import NodeContext
+from supervisors.runs.graph import (
+    NO_RETRY,
+    Agent,
+    Approval,
+    Edge,
+    Llm,
+    Node,
+    NodeBreaker,
+    NodeRetry,
+    Router,
+    Step,
+    Workflow,
+)
+from supervisors.runs.run import Run, RunOutcome, RunStream
+from supervisors.runs.runs import Runs, open_runs
+
+__all__ = [
+    "NO_RETRY",
+    "Agent",
+    "Approval",
+    "Condition",
+    "Edge",
+    "Llm",
+    "Node",
+    "NodeBreaker",
+    "NodeContext",
+    "NodeRetry",
+    "Router",
+    "Run",
+    "RunOutcome",
+    "RunStream",
+    "Runs",
+    "Step",
+    "Workflow",
+    "open_runs",
+]

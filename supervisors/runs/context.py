@@ -1,0 +1,107 @@
+"""What a node's work gets: :class:`NodeContext`, and the templates of model nodes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from actors import ActorError, Code
+from actors.providers import Message
+from actors.providers.base import Role
+
+if TYPE_CHECKING:
+    from actors.tools.schema import Checker
+    from supervisors.budget import Budget
+    from supervisors.pool import ProviderPool
+    from supervisors.runs.graph import Node
+    from supervisors.tools import Tools
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class NodeContext:
+    """One attempt of one node, as its work sees it.
+
+    ``state`` is the run state when the attempt started, read-only (concurrent branches
+    each see their own snapshot; what a node writes is what it returns). ``key`` is the
+    node execution's idempotency key — the same for every attempt of one execution and
+    on a resumed run, different for each execution of a node in a loop: hand it to
+    anything with side effects. ``attempt`` counts from 1.
+    """
+
+    __slots__ = (
+        "attempt",
+        "budget",
+        "checker",
+        "execution",
+        "key",
+        "node",
+        "node_id",
+        "pool",
+        "report_tool",
+        "run_id",
+        "state",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        node: Node,
+        execution: int,
+        attempt: int,
+        state: Mapping[str, Any],
+        budget: Budget,
+        pool: ProviderPool | None,
+        tools: Tools | None,
+        report_tool: Callable[[str, int, str, str], None],
+        checker: Checker | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.node = node
+        self.node_id = node.id
+        self.execution = execution
+        self.attempt = attempt
+        self.state = state
+        self.key = f"{run_id}:{node.id}:{execution}"
+        self.budget = budget
+        self.pool = pool
+        self.tools = tools
+        self.report_tool = report_tool
+        self.checker = checker
+
+    def __repr__(self) -> str:
+        return f"NodeContext({self.run_id!r}, {self.node_id!r}, attempt={self.attempt})"
+
+
+def render(template: str, state: Mapping[str, Any], node_id: str) -> str:
+    """``template`` with each ``{key}`` replaced by ``str(state[key])`` (``{{`` and ``}}``
+    are braces). Only plain names: no attribute access, no indexing, no format spec. A
+    key the state lacks is ``validation`` naming the node and the key (never a value)."""
+
+    def field(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key is None:
+            return match.group(0)[0]
+        try:
+            return str(state[key])
+        except KeyError:
+            raise ActorError.from_code(
+                Code.VALIDATION,
+                f"node {node_id!r}: the template names {key!r}, which the state lacks",
+                node_id=node_id,
+            ) from None
+
+    return _FIELD.sub(field, template)
+
+
+def messages_of(
+    template: tuple[tuple[str, str], ...], state: Mapping[str, Any], node_id: str
+) -> tuple[Message, ...]:
+    """The templated ``(role, text)`` pairs as messages."""
+    return tuple(
+        Message(role=cast(Role, role), content=render(text, state, node_id))
+        for role, text in template
+    )

@@ -1,0 +1,490 @@
+"""The run loop: which node runs next, what a node's outcome means, how a run ends.
+
+One :class:`Engine` drives one run, in a task of its :class:`~supervisors.runs.Runs`.
+A node's attempts run on the run's node runners (:class:`~actors.nodes.NodeRunner`,
+children of the run's supervisor); approvals wait here. The rules:
+
+* **Scheduling.** The start nodes are ready; a node that ends makes the targets of the
+  edges it followed ready (a join once all its sources are done, see
+  :mod:`supervisors.runs.graph`). When one node is ready and none runs, it runs in the
+  loop's own task (a chain costs no task per node); otherwise each runs in a task.
+* **A node's outcome.** Success: the updates are checked against the node's ``writes``
+  (``permission_denied``, fatal, nothing written), the conditions of its edges are
+  evaluated on the new state, then the state changes and ``node:completed`` lists what
+  follows. Failure: a ``retryable`` error that is not a limit is retried by the node's
+  :class:`~supervisors.runs.graph.NodeRetry` (``node:retrying``); then ``node:failed``,
+  and the run goes on along the edges that handle the code, or ends ``run:failed``.
+* **Limits.** ``max_steps`` node executions, the budget's tokens, cost and turns, and
+  its wall clock (the whole run is cancelled at the deadline) end the run with
+  ``turn_limit``, ``budget_exceeded`` or ``run_timeout`` — never retried, never handled.
+* **Cancellation wins.** ``run.cancel(reason)``, a cancel of the scope around the runs,
+  an abort of the tree: every node in flight is cancelled (its tools and provider
+  requests with it), nothing is retried, and the run ends ``run:cancelled`` with the
+  reason — whatever the nodes raised meanwhile.
+* **Nothing else is possible.** Anything the engine did not expect — a bug, a
+  ``BaseException`` from a node runner — ends the run with one ``run:failed`` of code
+  ``internal``, its correlation id in the log's ``run.error``. A run always ends with
+  exactly one terminal record, and nothing follows it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from actors import ActorError, Code, normalize
+from actors.errors import cancel_in_effect, cancellation_reason
+from actors.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    NodeCompleted,
+    NodeFailed,
+    NodeRetrying,
+    NodeSkipped,
+    NodeStarted,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    ToolCalled,
+)
+from actors.nodes import Attempt
+from supervisors.breaker import Admission, Breaker
+from supervisors.budget import Budget, Dimension
+from supervisors.runs.context import NodeContext
+from supervisors.runs.graph import UNHANDLED, Approval, Node
+from supervisors.runs.kinds import WORK, Pick
+from supervisors.runs.plan import Plan
+from supervisors.tools.entry import Workers
+
+if TYPE_CHECKING:
+    from supervisors.pool import ProviderPool
+    from supervisors.runs.run import Run
+    from supervisors.tools import Tools
+
+
+class _Ended(Exception):
+    """Raised by the engine to itself: the run is over (the reason is in the engine)."""
+
+
+class Engine:
+    """Drives one run (see the module docstring)."""
+
+    def __init__(
+        self,
+        run: Run,
+        plan: Plan,
+        *,
+        budget: Budget,
+        runners: Workers,
+        pools: Mapping[str, ProviderPool],
+        tools: Mapping[str, Tools],
+        breaker_of: Callable[[str, Node], Breaker | None],
+        cancel_reason: Callable[[], str | None],
+    ) -> None:
+        self.run = run
+        self.plan = plan
+        self.budget = budget
+        self.runners = runners
+        self.pools = pools
+        self.tools = tools
+        self.breaker_of = breaker_of
+        self.subtree_cancel = cancel_reason
+        self.ready: deque[str] = deque()
+        self.running: dict[str, int] = {}
+        self.executions: dict[str, int] = {}
+        self.steps = 0
+        self.fired: dict[str, set[str]] = {}
+        self.finished: dict[str, set[str]] = {}
+        self.failure: tuple[ActorError, str | None] | None = None
+        self.cancelled: str | None = None
+        self.in_flight: tuple[str, ...] = ()
+        self.wake = trio.Event()
+        self.nursery: trio.Nursery | None = None
+        self.scope = trio.CancelScope()
+        self.started = trio.current_time()
+
+    # -- ending ---------------------------------------------------------------------
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the run with ``reason`` (the first reason wins; idempotent)."""
+        if self.cancelled is None and self.failure is None:
+            self.cancelled = reason
+            self.in_flight = tuple(self.running)
+            self.scope.cancel(reason=reason)
+
+    def fail(self, error: ActorError, node_id: str | None) -> None:
+        """End the run with ``error`` (the first ending wins)."""
+        if self.cancelled is None and self.failure is None:
+            self.failure = (error, node_id)
+            if self.nursery is not None:
+                self.nursery.cancel_scope.cancel(reason=f"run failed: {error.code}")
+
+    async def drive(self) -> None:
+        """Run the run to its end and publish exactly one terminal record."""
+        run = self.run
+        try:
+            with self.scope, trio.CancelScope(deadline=self.budget.deadline) as timer:
+                run.publish(
+                    RunStarted,
+                    workflow=self.plan.name,
+                    inputs=run.inputs_view,
+                    wall_time=run.wall_time,
+                )
+                await self._walk()
+            if self.failure is None and self.cancelled is None and timer.cancelled_caught:
+                self._timed_out()
+        except trio.Cancelled as exc:
+            # A cancel from around the runs (their block left or cancelled, a shutdown).
+            reason = self.subtree_cancel() or await cancel_in_effect()
+            self.cancel(reason or cancellation_reason(exc) or "cancelled")
+            self._finish()
+            raise
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self.cancel(type(exc).__name__)
+            self._finish()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the catch-all: the run ends `internal`
+            self._internal(exc)
+        self._finish()
+
+    def _timed_out(self) -> None:
+        seconds = self.budget.limits.seconds
+        self.fail(
+            ActorError.from_code(
+                Code.RUN_TIMEOUT, f"run over its {seconds:g} s wall clock", run_id=self.run.run_id
+            ),
+            None,
+        )
+
+    def _internal(self, exc: BaseException) -> None:
+        if self.cancelled is not None:
+            return  # cancellation wins over whatever the cancel raised on its way out
+        if isinstance(exc, BaseExceptionGroup) and cancellation_reason(exc) is not None:
+            self.cancel(cancellation_reason(exc) or "cancelled")
+            return
+        error = ActorError.from_code(
+            Code.INTERNAL,
+            f"run engine fault: {type(exc).__name__}",
+            run_id=self.run.run_id,
+            cause=exc if isinstance(exc, Exception) else None,
+        )
+        self.failure = None  # an engine fault replaces whatever ending was under way
+        self.fail(error, None)
+
+    def _finish(self) -> None:
+        run = self.run
+        used = self.budget
+        common = {
+            "duration": trio.current_time() - self.started,
+            "tokens": int(used.used(Dimension.TOKENS)),
+            "cost": used.used(Dimension.COST),
+        }
+        if self.cancelled is not None:
+            run.end(
+                RunCancelled,
+                "cancelled",
+                None,
+                reason=self.cancelled,
+                in_flight=self.in_flight,
+                **common,
+            )
+        elif self.failure is not None:
+            error, node_id = self.failure
+            run.end(
+                RunFailed,
+                "failed",
+                error,
+                code=str(error.code),
+                message=error.user_message,
+                correlation_id=error.correlation_id,
+                node_id=node_id,
+                **common,
+            )
+        else:
+            run.end(RunCompleted, "completed", None, state=run.state, **common)
+
+    # -- scheduling -----------------------------------------------------------------
+
+    async def _walk(self) -> None:
+        ready = self.ready
+        ready.extend(self.plan.start)
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            while not self._over():
+                while ready and not self._over():
+                    node_id = ready.popleft()
+                    if not self.running and not ready:
+                        await self._execute(node_id)
+                    else:
+                        self._mark(node_id, 1)
+                        nursery.start_soon(self._execute_task, node_id)
+                if self._over():
+                    break
+                if not self.running:
+                    if not self._release_joins():
+                        break
+                    continue
+                self.wake = trio.Event()
+                await self.wake.wait()
+            nursery.cancel_scope.cancel(reason="run ended")
+
+    def _over(self) -> bool:
+        return self.failure is not None
+
+    def _mark(self, node_id: str, delta: int) -> None:
+        count = self.running.get(node_id, 0) + delta
+        if count:
+            self.running[node_id] = count
+        else:
+            del self.running[node_id]
+
+    async def _execute_task(self, node_id: str) -> None:
+        try:
+            await self._execute(node_id, counted=True)
+        finally:
+            self._mark(node_id, -1)
+            self.wake.set()
+
+    def _follow(self, node_id: str, targets: tuple[str, ...]) -> None:
+        """``node_id`` is done and its edges led to ``targets``."""
+        joins = self.plan.joins
+        for target in targets:
+            if target in joins:
+                self.fired.setdefault(target, set()).add(node_id)
+            else:
+                self.ready.append(target)
+        if joins:
+            for join, sources in joins.items():
+                if node_id in sources:
+                    done = self.finished.setdefault(join, set())
+                    done.add(node_id)
+                    if done >= sources:
+                        self._run_join(join)
+
+    def _run_join(self, join: str) -> None:
+        fired = self.fired.pop(join, None)
+        self.finished.pop(join, None)
+        if fired:
+            self.ready.append(join)
+
+    def _release_joins(self) -> bool:
+        """Nothing runs and nothing is ready: a join whose missing sources can no
+        longer run goes ahead with the edges that were followed into it."""
+        for join in list(self.fired):
+            self._run_join(join)
+            return True
+        return False
+
+    # -- one node -------------------------------------------------------------------
+
+    async def _execute(self, node_id: str, *, counted: bool = False) -> None:
+        plan = self.plan
+        node = plan.nodes[node_id]
+        self.steps += 1
+        if self.steps > plan.max_steps:
+            self.fail(
+                ActorError.from_code(
+                    Code.TURN_LIMIT,
+                    f"run over its {plan.max_steps} node executions",
+                    run_id=self.run.run_id,
+                    node_id=node_id,
+                ),
+                node_id,
+            )
+            return
+        if not counted:
+            self._mark(node_id, 1)
+        try:
+            await self._attempts(node, self.executions.get(node_id, 0) + 1)
+        finally:
+            if not counted:
+                self._mark(node_id, -1)
+
+    async def _attempts(self, node: Node, execution: int) -> None:
+        run, plan = self.run, self.plan
+        node_id = node.id
+        self.executions[node_id] = execution
+        first = trio.current_time()
+        breaker = self.breaker_of(plan.name, node) if node.breaker is not None else None
+        attempt = 0
+        while True:
+            attempt += 1
+            admission: Admission | None = None
+            if breaker is not None:
+                admitted = await breaker.admit_or_refuse(node_id)
+                if isinstance(admitted, ActorError):
+                    self._skipped(node_id, admitted)
+                    return
+                admission = admitted
+            run.publish(
+                NodeStarted, node_id=node_id, kind=node.kind, execution=execution, attempt=attempt
+            )
+            outcome = await self._attempt(node, execution, attempt)
+            if not isinstance(outcome, ActorError):
+                try:
+                    updates, targets = self._outcome(node, outcome)
+                except ActorError as refused:
+                    outcome = refused
+                else:
+                    if admission is not None:
+                        await breaker.record(admission, None)  # type: ignore[union-attr]
+                    if updates:
+                        run.state = MappingProxyType({**run.state, **updates})
+                    run.publish(
+                        NodeCompleted,
+                        node_id=node_id,
+                        execution=execution,
+                        attempt=attempt,
+                        updates=updates,
+                        next=targets,
+                        duration=trio.current_time() - first,
+                    )
+                    self._follow(node_id, targets)
+                    return
+            error = outcome
+            if error.code is Code.CANCELLED:
+                self.cancel(error.message or "cancelled")
+                return
+            if admission is not None:
+                await breaker.record(admission, error)  # type: ignore[union-attr]
+            retry = node.retry
+            if error.retryable and error.code not in UNHANDLED and attempt <= retry.max_retries:
+                delay = retry.backoff.delay(attempt - 1, retry_after=error.retry_after)
+                run.publish(
+                    NodeRetrying,
+                    node_id=node_id,
+                    execution=execution,
+                    attempt=attempt,
+                    code=str(error.code),
+                    message=error.user_message,
+                    correlation_id=error.correlation_id,
+                    delay=delay,
+                )
+                run.detail(node_id, error)
+                await trio.sleep(delay)
+                continue
+            targets = plan.handlers(node_id, error.code)
+            run.publish(
+                NodeFailed,
+                node_id=node_id,
+                execution=execution,
+                attempt=attempt,
+                code=str(error.code),
+                message=error.user_message,
+                correlation_id=error.correlation_id,
+                handled=bool(targets),
+                next=targets,
+            )
+            run.detail(node_id, error)
+            if targets:
+                self._follow(node_id, targets)
+            else:
+                self.fail(error, node_id)
+            return
+
+    def _skipped(self, node_id: str, error: ActorError) -> None:
+        targets = self.plan.handlers(node_id, Code.CIRCUIT_OPEN)
+        self.run.publish(
+            NodeSkipped,
+            node_id=node_id,
+            code=str(error.code),
+            message=error.user_message,
+            next=targets,
+        )
+        if targets:
+            self._follow(node_id, targets)
+        else:
+            error.node_id = node_id
+            self.fail(error, node_id)
+
+    async def _attempt(self, node: Node, execution: int, attempt: int) -> Any:
+        """One attempt: its updates (or pick), or its error as a value. A cancel of this
+        run propagates as ``trio.Cancelled``; a failure while the subtree is being
+        cancelled (an abort, a shutdown) is that cancel."""
+        if isinstance(node, Approval):
+            return await self.run.wait_approval(node)
+        pool = self.pools.get(getattr(node, "pool", ""))
+        tools = self.tools.get(getattr(node, "tools", ""))
+        ctx = NodeContext(
+            run_id=self.run.run_id,
+            node=node,
+            execution=execution,
+            attempt=attempt,
+            state=self.run.state,
+            budget=self.budget,
+            pool=pool,
+            tools=tools,
+            report_tool=self._tool_called(node.id),
+            checker=self.plan.checkers.get(node.id),
+        )
+        value, failure = await self.runners.send(
+            Attempt(WORK[node.kind], ctx, node.id, node.timeout)
+        )
+        if failure is not None:
+            value = normalize(failure)
+        if isinstance(value, ActorError) and value.code is not Code.CANCELLED:
+            reason = self.subtree_cancel()
+            if reason is not None:
+                return ActorError.from_code(Code.CANCELLED, reason, cause=value)
+        return value
+
+    def _tool_called(self, node_id: str) -> Callable[[str, int, str, str], None]:
+        def report(tool: str, index: int, key: str, code: str) -> None:
+            self.run.publish(
+                ToolCalled, node_id=node_id, tool=tool, index=index, key=key, code=code
+            )
+
+        return report
+
+    def _outcome(self, node: Node, outcome: Any) -> tuple[Mapping[str, Any], tuple[str, ...]]:
+        """The updates and the next nodes of a successful attempt (raises the attempt's
+        failure: a write outside ``writes``, a condition that failed)."""
+        if type(outcome) is Pick:
+            return {}, (outcome.target,)
+        node_id = node.id
+        updates: Mapping[str, Any] = outcome
+        state = self.run.state
+        if updates:
+            allowed = self.plan.writes[node_id]
+            for key in updates:
+                if key not in allowed:
+                    raise ActorError.from_code(
+                        Code.PERMISSION_DENIED,
+                        f"node {node_id!r} may not write {str(key)[:64]!r}",
+                        node_id=node_id,
+                    )
+            updates = dict(updates)
+            state = MappingProxyType({**state, **updates})
+        targets = []
+        for edge in self.plan.success_edges[node_id]:
+            when = edge.when
+            if when is None or _holds(when, state, node_id):
+                targets.append(edge.target)
+        return updates, tuple(targets)
+
+    def publish_approval(self, node_id: str | None, prompt: str) -> None:
+        self.run.publish(ApprovalRequested, node_id=node_id, prompt=prompt)
+
+    def publish_decision(self, node_id: str | None, decision: str, by: str, reason: str) -> None:
+        self.run.publish(ApprovalDecided, node_id=node_id, decision=decision, by=by, reason=reason)
+
+
+def _holds(
+    when: Callable[[Mapping[str, Any]], Any], state: Mapping[str, Any], node_id: str
+) -> bool:
+    try:
+        return bool(when(state))
+    except ActorError as error:
+        error.node_id = node_id
+        raise
+    except Exception as exc:
+        raise normalize(exc, step=True) from exc
+
+
+_INF = math.inf

@@ -1,0 +1,293 @@
+"""A run as its owner sees it: :class:`Run` (the stream, the decisions, the cancel) and
+:class:`RunOutcome` (how it ended)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from actors import ActorError, Code
+from actors.events import BudgetWarning as BudgetWarningRecord
+from actors.events import (
+    Event,
+    RunBudgetPaused,
+    RunBudgetWarning,
+    RunErrorDetail,
+    RunEvent,
+)
+from actors.observe import emit
+from supervisors.budget import BudgetLimits, BudgetRequest
+from supervisors.runs.kinds import NOTHING
+
+if TYPE_CHECKING:
+    from supervisors.runs.engine import Engine
+    from supervisors.runs.graph import Approval
+
+Status = Literal["running", "completed", "failed", "cancelled"]
+Decision = Literal["approve", "deny"]
+
+
+@attrs.frozen
+class RunOutcome:
+    """How a run ended: ``status``, the final ``state``, and the ``error`` of a failed run
+    (``None`` when it completed or was cancelled; a cancelled run's ``reason``)."""
+
+    run_id: str
+    status: Status
+    state: Mapping[str, Any]
+    error: ActorError | None = None
+    reason: str | None = None
+
+    @property
+    def code(self) -> str | None:
+        """The terminal code: the error's, ``"cancelled"``, or ``None`` when completed."""
+        if self.error is not None:
+            return str(self.error.code)
+        return "cancelled" if self.status == "cancelled" else None
+
+
+class _Pending:
+    __slots__ = ("decided", "decision")
+
+    def __init__(self) -> None:
+        self.decided = trio.Event()
+        self.decision: tuple[Decision, str, str, BudgetLimits | None] | None = None
+
+
+class Run:
+    """One run of a workflow (made by :meth:`~supervisors.runs.Runs.start`).
+
+    ``events()`` iterates over the run's stream from its first record and follows it
+    live, ending after the terminal record; ``history`` is what was published so far.
+    ``cancel(reason)`` cancels it; ``decide`` answers an approval node; ``decide_budget``
+    a budget pause. ``await wait()`` returns the :class:`RunOutcome` (cancelling the
+    waiter does not cancel the run).
+    """
+
+    def __init__(self, run_id: str, workflow: str, inputs: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        self.status: Status = "running"
+        self.error: ActorError | None = None
+        self.inputs_view: Mapping[str, Any] = MappingProxyType(inputs)
+        self.state: Mapping[str, Any] = self.inputs_view
+        self.wall_time = time.time()
+        self._events: list[RunEvent] = []
+        self._changed: trio.Event | None = None
+        self._done = trio.Event()
+        self._ended = False
+        self._detailed: str | None = None
+        self._pending: dict[str | None, _Pending] = {}
+        self._engine: Engine | None = None
+        self._early_cancel: str | None = None
+
+    # -- the stream -----------------------------------------------------------------
+
+    @property
+    def history(self) -> tuple[RunEvent, ...]:
+        return tuple(self._events)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def events(self) -> RunStream:
+        """An async iterator over the stream, from ``seq`` 0 (see the class docstring)."""
+        return RunStream(self)
+
+    def publish(self, cls: type[RunEvent], **fields: Any) -> None:
+        """Append one record to the stream (engine side), wake the readers, emit it."""
+        if self._ended:
+            return  # nothing follows the terminal record
+        events = self._events
+        record = cls(run_id=self.run_id, seq=len(events), at=trio.current_time(), **fields)
+        events.append(record)
+        changed = self._changed
+        if changed is not None:
+            self._changed = None
+            changed.set()
+        emit(record)
+
+    def detail(self, node_id: str | None, error: ActorError) -> None:
+        """The full error of a failure record, for the log (not part of the stream)."""
+        if error.correlation_id != self._detailed:  # once per error
+            self._detailed = error.correlation_id
+            emit(RunErrorDetail(run_id=self.run_id, node_id=node_id, error=error))
+
+    def end(
+        self, cls: type[RunEvent], status: Status, error: ActorError | None, **fields: Any
+    ) -> None:
+        """Publish the terminal record and fix the outcome (once); :meth:`settle` then
+        releases the waiters, once the run's supervisor is gone."""
+        if self._ended:
+            return
+        self.publish(cls, **fields)
+        self._ended = True
+        if error is not None:
+            self.detail(fields.get("node_id"), error)
+        self.status = status
+        self.error = error
+        self._reason = fields.get("reason")
+        for pending in self._pending.values():
+            pending.decided.set()
+
+    def settle(self) -> None:
+        """The run is over and its supervisor removed: wake ``wait()`` and the readers."""
+        self._done.set()
+        changed = self._changed
+        if changed is not None:
+            self._changed = None
+            changed.set()
+
+    async def wait(self) -> RunOutcome:
+        await self._done.wait()
+        return self.outcome()
+
+    def outcome(self) -> RunOutcome:
+        """The outcome so far (``status`` ``running`` until the run ends)."""
+        return RunOutcome(
+            self.run_id, self.status, self.state, self.error, getattr(self, "_reason", None)
+        )
+
+    # -- control ----------------------------------------------------------------------
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Cancel the run: ``run:cancelled`` with ``reason`` (the first reason wins; a
+        no-op once the run has ended)."""
+        if type(reason) is not str or not reason:
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "Run.cancel: reason must be a non-empty string"
+            )
+        if self._engine is None:
+            self._early_cancel = self._early_cancel or reason
+            return
+        self._engine.cancel(reason)
+
+    @property
+    def pending(self) -> tuple[str | None, ...]:
+        """What waits for a decision: approval node ids, ``None`` for a budget pause."""
+        return tuple(key for key, p in self._pending.items() if p.decision is None)
+
+    def decide(self, node_id: str, decision: Decision, *, by: str, reason: str = "") -> None:
+        """Answer the approval node ``node_id``: ``"approve"`` or ``"deny"`` (audited in
+        ``approval:decided`` with ``by`` and ``reason``). ``input_validation`` when nothing
+        waits under that id or the arguments are wrong."""
+        self._decide(node_id, decision, by, reason, None)
+
+    def decide_budget(
+        self,
+        decision: Decision,
+        *,
+        by: str,
+        limits: BudgetLimits | None = None,
+        reason: str = "",
+    ) -> None:
+        """Answer a budget pause: ``"approve"`` with raised ``limits`` goes on, ``"deny"``
+        (or approve without limits) ends the run with the cap's code."""
+        if limits is not None and not isinstance(limits, BudgetLimits):
+            raise _bad("limits must be a BudgetLimits or None")
+        self._decide(None, decision, by, reason, limits)
+
+    def _decide(
+        self,
+        key: str | None,
+        decision: Any,
+        by: Any,
+        reason: Any,
+        limits: BudgetLimits | None,
+    ) -> None:
+        if decision not in ("approve", "deny"):
+            raise _bad("decision must be 'approve' or 'deny'")
+        if type(by) is not str or not by or type(reason) is not str:
+            raise _bad("by must be a non-empty string and reason a string")
+        pending = self._pending.get(key)
+        if pending is None or pending.decision is not None:
+            what = "the budget" if key is None else f"node {key!r}"
+            raise _bad(f"run {self.run_id}: {what} waits for no decision")
+        pending.decision = (decision, by, reason, limits)
+        pending.decided.set()
+
+    # -- waits of the engine --------------------------------------------------------------
+
+    async def wait_approval(self, node: Approval) -> Any:
+        """An approval node's attempt: its (empty) updates, or ``permission_denied``."""
+        decision, by, _, _ = await self._wait_decision(node.id, node.prompt)
+        if decision == "approve":
+            return NOTHING
+        return ActorError.from_code(
+            Code.PERMISSION_DENIED, f"node {node.id!r} denied by {by}", node_id=node.id
+        )
+
+    async def approve_budget(self, request: BudgetRequest) -> BudgetLimits | None:
+        """The budget's ``approve`` hook: ``budget:paused``, then the decision."""
+        limit = request.limits.cap(request.dimension) or 0.0
+        self.publish(
+            RunBudgetPaused, dimension=str(request.dimension), used=request.used, limit=limit
+        )
+        decision, _, _, limits = await self._wait_decision(None, str(request.dimension))
+        return limits if decision == "approve" else None
+
+    async def _wait_decision(
+        self, key: str | None, prompt: str
+    ) -> tuple[Decision, str, str, BudgetLimits | None]:
+        pending = _Pending()
+        self._pending[key] = pending
+        engine = self._engine
+        assert engine is not None
+        try:
+            engine.publish_approval(key, prompt)
+            await pending.decided.wait()
+        finally:
+            del self._pending[key]
+        decision = pending.decision
+        if decision is None:  # the run ended meanwhile
+            await trio.lowlevel.checkpoint()
+            raise ActorError.from_code(Code.CANCELLED, "run ended")
+        engine.publish_decision(key, decision[0], decision[1], decision[2])
+        return decision
+
+    def budget_record(self, record: Event) -> None:
+        """The budget's warning and pause records, copied into the stream."""
+        if isinstance(record, BudgetWarningRecord):  # a pause is published by approve_budget
+            self.publish(
+                RunBudgetWarning,
+                dimension=record.dimension,
+                used=record.used,
+                limit=record.limit,
+                exceeded=record.exceeded,
+            )
+
+
+def _bad(text: str) -> ActorError:
+    return ActorError.from_code(Code.INPUT_VALIDATION, text)
+
+
+class RunStream:
+    """Iterates over a run's records from ``seq`` 0, waiting for new ones, and stops
+    after the terminal record."""
+
+    __slots__ = ("_next", "_run")
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._next = 0
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> RunEvent:
+        run = self._run
+        while self._next >= len(run._events):
+            if run._done.is_set():
+                raise StopAsyncIteration
+            if run._changed is None:
+                run._changed = trio.Event()
+            await run._changed.wait()
+        record = run._events[self._next]
+        self._next += 1
+        return record

@@ -1,0 +1,288 @@
+"""Starting runs under a tree: :func:`open_runs` and :class:`Runs`.
+
+``async with open_runs(tree, pools={"default": pool}, tools={"default": tools}) as
+runs:`` adds a ``runs`` supervisor to the tree (a dynamic child of ``under``, default
+the root). Each run is a supervisor under it — a temporary child named by the run id —
+over its node runners, and its engine runs in a task of the block. So:
+
+* many runs run at once; a run that fails, or whose runners crash past their restart
+  intensity, ends alone, and its supervisor is removed when it ends (no zombie run);
+* leaving the block cancels the runs still running (reason ``"runs closed"``, or the
+  reason of a cancel of the scope around it) and waits for each to publish its
+  terminal record; an abort of the tree cancels them with the abort's reason;
+* a workflow that fails validation never starts: its run publishes one ``run:failed``
+  (``node_config`` or ``unsupported_node_type``) and ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from actors import ActorError, Code
+from actors.errors import cancel_in_effect
+from actors.events import RunFailed
+from actors.nodes import NodeRunner
+from supervisors.breaker import Breaker, BreakerConfig
+from supervisors.budget import Budget, BudgetLimits, Price
+from supervisors.pool import ProviderPool
+from supervisors.runs.engine import Engine
+from supervisors.runs.graph import Node, Workflow
+from supervisors.runs.plan import Plan, inputs_of
+from supervisors.runs.run import Run, RunOutcome
+from supervisors.spec import ChildSpec, SupervisorSpec
+from supervisors.supervisor import Supervisor
+from supervisors.tools import Tools
+from supervisors.tools.entry import Workers
+from supervisors.tree import Tree
+
+_IDS = itertools.count(1)
+
+
+@asynccontextmanager
+async def open_runs(
+    tree: Tree | Supervisor,
+    *,
+    pools: Mapping[str, ProviderPool] | ProviderPool | None = None,
+    tools: Mapping[str, Tools] | Tools | None = None,
+    prices: Mapping[tuple[str, str], Price] | None = None,
+    name: str = "runs",
+    runners: int = 1,
+) -> AsyncIterator[Runs]:
+    """Runs under ``tree`` for the duration of the block (see the module docstring).
+
+    ``pools`` and ``tools``: by name (a single value is named ``"default"``), as nodes
+    name them. ``prices``: for the cost of attempts whose provider reports none.
+    ``runners``: node runners per run (a fan-out wider than that queues).
+    """
+    parent = tree.root if isinstance(tree, Tree) else tree
+    if type(runners) is not int or runners < 1:
+        raise ActorError.from_code(Code.CONFIG_INVALID, "open_runs: runners must be an int >= 1")
+    await parent.start_child(
+        ChildSpec(id=name, supervisor=SupervisorSpec(max_restarts=0), restart="temporary")
+    )
+    runs = Runs(
+        parent.child(name), _named(pools, ProviderPool), _named(tools, Tools), prices, runners
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            runs._nursery = nursery
+            try:
+                yield runs
+            finally:
+                reason = await cancel_in_effect()
+                runs.close(reason or "runs closed")
+    finally:
+        with trio.CancelScope(shield=True):
+            await parent.terminate_child(name, reason="runs closed")
+
+
+def _named(value: Any, kind: type) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, kind):
+        return {"default": value}
+    if not isinstance(value, Mapping) or not all(
+        type(k) is str and isinstance(v, kind) for k, v in value.items()
+    ):
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"open_runs: expected a {kind.__name__} or a mapping of names to them",
+        )
+    return dict(value)
+
+
+class Runs:
+    """Starts runs and keeps the live ones (see the module docstring)."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        pools: dict[str, ProviderPool],
+        tools: dict[str, Tools],
+        prices: Mapping[tuple[str, str], Price] | None,
+        runners: int,
+    ) -> None:
+        self.supervisor = supervisor
+        self.pools = pools
+        self.tools = tools
+        self.prices = dict(prices or {})
+        self.runners = runners
+        self.live: dict[str, Run] = {}
+        self._engines: dict[str, Engine] = {}
+        self._plans: dict[int, tuple[Workflow, Plan | ActorError]] = {}
+        self._breakers: dict[tuple[str, str], Breaker] = {}
+        self._nursery: trio.Nursery | None = None
+        self._closed: str | None = None
+        self._pool_names = frozenset(pools)
+        self._tool_names = frozenset(tools)
+
+    async def start(
+        self,
+        workflow: Workflow,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        limits: BudgetLimits | None = None,
+    ) -> Run:
+        """Start a run of ``workflow`` with ``inputs`` as its initial state; returns at
+        once with the :class:`Run`. Bad arguments (not a workflow, inputs that are not a
+        mapping with string keys, a run id in use or with a ``/``) raise
+        ``input_validation`` and start nothing; a workflow that fails validation gives a
+        run that has already ended with ``run:failed``."""
+        if not isinstance(workflow, Workflow):
+            raise _bad("workflow", "a Workflow", workflow)
+        state = inputs_of(inputs)
+        if state is None:
+            raise _bad("inputs", "a mapping with string keys, or None", inputs)
+        if limits is None:
+            limits = BudgetLimits()
+        elif not isinstance(limits, BudgetLimits):
+            raise _bad("limits", "a BudgetLimits or None", limits)
+        if run_id is None:
+            run_id = f"run-{next(_IDS)}"
+        elif type(run_id) is not str or not run_id or "/" in run_id or not run_id.isprintable():
+            raise _bad("run_id", "a non-empty printable string without '/'", run_id)
+        if run_id in self.live:
+            raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
+        if self._closed is not None or self._nursery is None:
+            raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
+        run = Run(run_id, workflow.name, state)
+        plan = self._plan(workflow)
+        if isinstance(plan, ActorError):
+            run.end(
+                RunFailed,
+                "failed",
+                plan,
+                code=str(plan.code),
+                message=plan.user_message,
+                correlation_id=plan.correlation_id,
+                node_id=plan.node_id,
+                duration=0.0,
+                tokens=0,
+                cost=0.0,
+            )
+            run.settle()
+            return run
+        budget = Budget(
+            run_id,
+            limits,
+            prices=self.prices,
+            approve=run.approve_budget,
+            on_event=run.budget_record,
+        )
+        spec = SupervisorSpec(
+            children=[
+                ChildSpec(id=f"runner.{i}", actor=NodeRunner, shutdown="brutal")
+                for i in range(self.runners)
+            ],
+        )
+        await self.supervisor.start_child(
+            ChildSpec(id=run_id, supervisor=spec, restart="temporary")
+        )
+        run_supervisor = self.supervisor.child(run_id)
+        workers = Workers([run_supervisor.ref(f"runner.{i}") for i in range(self.runners)])
+        engine = Engine(
+            run,
+            plan,
+            budget=budget,
+            runners=workers,
+            pools=self.pools,
+            tools=self.tools,
+            breaker_of=self._breaker,
+            cancel_reason=run_supervisor.cancel_reason,
+        )
+        run._engine = engine
+        self.live[run_id] = run
+        if run._early_cancel is not None:
+            engine.cancel(run._early_cancel)
+        self._nursery.start_soon(self._drive, engine)
+        return run
+
+    async def run(
+        self,
+        workflow: Workflow,
+        inputs: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> RunOutcome:
+        """Start a run and wait for its outcome. Cancelling the caller cancels the run
+        (with the cancel's reason) and waits for it to end before ``trio.Cancelled``
+        goes on."""
+        run = await self.start(workflow, inputs, **options)
+        try:
+            return await run.wait()
+        except trio.Cancelled:
+            run.cancel(await cancel_in_effect() or "caller cancelled")
+            with trio.CancelScope(shield=True):
+                await run.wait()
+            raise
+
+    def get(self, run_id: str) -> Run | None:
+        return self.live.get(run_id)
+
+    def close(self, reason: str) -> None:
+        """Start no more runs; cancel the live ones with ``reason``."""
+        if self._closed is None:
+            self._closed = reason
+        for run in list(self.live.values()):
+            run.cancel(reason)
+
+    async def _drive(self, engine: Engine) -> None:
+        run_id = engine.run.run_id
+        try:
+            await engine.drive()
+        finally:
+            del self.live[run_id]
+            with trio.CancelScope(shield=True):
+                await self.supervisor.terminate_child(run_id, reason=f"run {engine.run.status}")
+            engine.run.settle()
+
+    def _plan(self, workflow: Workflow) -> Plan | ActorError:
+        cached = self._plans.get(id(workflow))
+        if cached is not None and cached[0] is workflow:
+            return cached[1]
+        problems = workflow.problems(pools=self._pool_names, tools=self._tool_names)
+        plan: Plan | ActorError
+        if problems:
+            plan = problems[0]
+        else:
+            try:
+                plan = Plan(workflow)
+            except ActorError as error:
+                plan = error
+        self._plans[id(workflow)] = (workflow, plan)
+        return plan
+
+    def _breaker(self, workflow: str, node: Node) -> Breaker:
+        key = (workflow, node.id)
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            config = node.breaker
+            assert config is not None
+            breaker = Breaker(
+                BreakerConfig(
+                    failure_threshold=int(config.failures),
+                    cooldowns={},
+                    default_cooldown=float(config.cooldown),
+                    early_probe=0.0,
+                    permanent=frozenset(),
+                    per_model=frozenset(),
+                    ignored=frozenset(),
+                )
+            )
+            self._breakers[key] = breaker
+        return breaker
+
+
+def _bad(field: str, expected: str, value: Any) -> ActorError:
+    return ActorError.from_code(
+        Code.INPUT_VALIDATION, f"Runs.start: {field} must be {expected}, got {type(value).__name__}"
+    )
+
+
+_INF = math.inf
