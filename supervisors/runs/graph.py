@@ -81,8 +81,9 @@ def _positive(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
 @attrs.frozen(kw_only=True)
 class NodeBreaker:
     """A node's circuit breaker, shared by the runs of one :class:`~supervisors.runs.Runs`
-    (keyed by workflow name and node id): ``failures`` consecutive failed attempts open
-    it; an open node is skipped (``node:skipped``, ``circuit_open``) for ``cooldown``
+    (keyed by workflow name and node id): ``failures`` consecutive failed attempts with a
+    *retryable* error open it (a deterministic failure — bad input, a denial — says
+    nothing about the node's health and is not counted); an open node is skipped (``node:skipped``, ``circuit_open``) for ``cooldown``
     seconds, then one probe attempt is let through (half-open). A cancelled attempt
     counts neither way."""
 
@@ -116,6 +117,10 @@ class Node:
     breaker: NodeBreaker | None = None
     timeout: float | None = None
     join: bool = False
+
+    def uses_model(self) -> bool:
+        """Whether the node asks a model (then its ``pool`` must exist)."""
+        return False
 
     def problems(self) -> list[tuple[str, str]]:
         """``(field, what is wrong)`` for what this node's kind needs."""
@@ -168,6 +173,9 @@ class _Model(Node):
     #: ``(role, template)`` pairs.
     messages: Template = attrs.field(default=(), converter=_pairs)
     max_tokens: int = 1024
+
+    def uses_model(self) -> bool:
+        return True
 
 
 def _writes_output(node: Any) -> tuple[str, ...]:
@@ -244,6 +252,9 @@ class Router(_Model):
 
     managed_nodes: tuple[str, ...] = attrs.field(default=(), converter=_keys)
     pick: Callable[[State], Any] | None = None
+
+    def uses_model(self) -> bool:
+        return self.pick is None
 
     def problems(self) -> list[tuple[str, str]]:
         found = super().problems()
@@ -324,8 +335,9 @@ class Workflow:
                 found.append(_node_problem(node.id, "id", "another node has this id"))
             ids.add(node.id)
             found.extend(_node_problem(node.id, f, t) for f, t in node.problems())
-            if isinstance(node, _Model) and pools is not None and node.pool not in pools:
-                found.append(_node_problem(node.id, "pool", f"no pool named {node.pool!r}"))
+            pool = getattr(node, "pool", None)
+            if node.uses_model() and pools is not None and pool not in pools:
+                found.append(_node_problem(node.id, "pool", f"no pool named {pool!r}"))
             if isinstance(node, Agent) and tools is not None and node.tools not in tools:
                 found.append(_node_problem(node.id, "tools", f"no tools named {node.tools!r}"))
         for node in self.nodes:
