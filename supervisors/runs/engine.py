@@ -103,7 +103,8 @@ class Engine:
         self.finished: dict[str, set[str]] = {}
         self.failure: tuple[ActorError, str | None] | None = None
         self.cancelled: str | None = None
-        self.in_flight: tuple[str, ...] = ()
+        #: The nodes a cancel caught in flight, in the order they saw it.
+        self.interrupted: dict[str, None] = {}
         self.wake = trio.Event()
         self.nursery: trio.Nursery | None = None
         self.scope = trio.CancelScope()
@@ -115,7 +116,6 @@ class Engine:
         """Cancel the run with ``reason`` (the first reason wins; idempotent)."""
         if self.cancelled is None and self.failure is None:
             self.cancelled = reason
-            self.in_flight = tuple(self.running)
             self.scope.cancel(reason=reason)
 
     def fail(self, error: ActorError, node_id: str | None) -> None:
@@ -168,9 +168,12 @@ class Engine:
         if isinstance(exc, BaseExceptionGroup) and cancellation_reason(exc) is not None:
             self.cancel(cancellation_reason(exc) or "cancelled")
             return
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
         error = ActorError.from_code(
             Code.INTERNAL,
-            f"run engine fault: {type(exc).__name__}",
+            f"run engine fault: {type(leaf).__name__}",
             run_id=self.run.run_id,
             cause=exc if isinstance(exc, Exception) else None,
         )
@@ -191,7 +194,7 @@ class Engine:
                 "cancelled",
                 None,
                 reason=self.cancelled,
-                in_flight=self.in_flight,
+                in_flight=tuple(self.interrupted),
                 **common,
             )
         elif self.failure is not None:
@@ -302,6 +305,9 @@ class Engine:
             self._mark(node_id, 1)
         try:
             await self._attempts(node, self.executions.get(node_id, 0) + 1)
+        except trio.Cancelled:
+            self.interrupted[node_id] = None
+            raise
         finally:
             if not counted:
                 self._mark(node_id, -1)
@@ -349,6 +355,7 @@ class Engine:
                     return
             error = outcome
             if error.code is Code.CANCELLED:
+                self.interrupted[node_id] = None
                 self.cancel(error.message or "cancelled")
                 return
             if admission is not None:
