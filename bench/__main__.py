@@ -15,6 +15,7 @@ from bench import (
     pool_bench,
     provider_bench,
     resilience_bench,
+    run_bench,
     supervisor_bench,
     tool_bench,
 )
@@ -30,6 +31,8 @@ BENCHMARKS = {
     "pool_primary": pool_bench.pool_primary,
     "pool_failover": pool_bench.pool_failover,
     "tool_call": tool_bench.tool_call,
+    "run_node": run_bench.run_node,
+    "run_memory": run_bench.run_memory,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"
