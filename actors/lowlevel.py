@@ -14,7 +14,7 @@ The two protocols around a slot are here too, for fakes and alternative runtimes
 from actors.actor import DEFAULT_CALL_TIMEOUT, ActorAddress, ActorRef
 from actors.cell import ActorCell, CellHost, Supervision
 from actors.cleanup import DEFAULT_CLEANUP_BUDGET
-from actors.errors import cancel_in_effect, current_cancel_reason
+from actors.errors import cancel_in_effect, cancellation_reason, current_cancel_reason
 from actors.exits import AfterCrash, Exit, ExitKind
 from actors.mailbox import DEFAULT_CAPACITY, Overflow
 from actors.nursery import open_nursery_unwrapped, run_to_completion
@@ -45,6 +45,7 @@ __all__ = [
     "Overflow",
     "Supervision",
     "cancel_in_effect",
+    "cancellation_reason",
     "cell_of",
     "current_cancel_reason",
     "emit",

@@ -38,7 +38,14 @@ import attrs
 
 PACKAGES = ("actors", "supervisors")
 PUBLIC_ACTORS_MODULES = frozenset(
-    {"actors", "actors.events", "actors.lowlevel", "actors.providers", "actors.tools"}
+    {
+        "actors",
+        "actors.events",
+        "actors.lowlevel",
+        "actors.nodes",
+        "actors.providers",
+        "actors.tools",
+    }
 )
 # Past this many cycles the tree has a structural problem; listing more would not help.
 MAX_CYCLES = 50

@@ -12,7 +12,7 @@ import attrs
 from actors.events import RECORDS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "events.md"
-HEADING = re.compile(r"^### `(?P<name>[a-z_.]+)` — `(?P<cls>[A-Za-z]+)`$")
+HEADING = re.compile(r"^### `(?P<name>[a-z_.:]+)` — `(?P<cls>[A-Za-z]+)`$")
 LEVEL = re.compile(r"^Level: `(?P<level>[a-z]+)`\.")
 ROW = re.compile(r"^\| `(?P<field>[a-z_]+)` \| `(?P<type>(?:[^`])+)` \| (?P<meaning>.+) \|$")
 

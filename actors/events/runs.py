@@ -27,9 +27,8 @@ from actors.events._base import Event
 
 @attrs.frozen(kw_only=True, slots=True)
 class RunEvent(Event):
-    """The fields every entry of a run's stream has."""
+    """The fields every entry of a run's stream has (a base: not a record itself)."""
 
-    name: ClassVar[str] = "run:event"
     level: ClassVar[int] = logging.INFO
 
     run_id: str

@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from actors import ActorError, Code
 from actors.providers import Message
-from actors.providers.base import Role
 
 if TYPE_CHECKING:
-    from actors.tools.schema import Checker
+    from actors.tools import Checker
     from supervisors.budget import Budget
     from supervisors.pool import ProviderPool
     from supervisors.runs.graph import Node
@@ -102,6 +101,6 @@ def messages_of(
 ) -> tuple[Message, ...]:
     """The templated ``(role, text)`` pairs as messages."""
     return tuple(
-        Message(role=cast(Role, role), content=render(text, state, node_id))
+        Message(role=cast(Any, role), content=render(text, state, node_id))
         for role, text in template
     )

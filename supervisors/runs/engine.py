@@ -38,10 +38,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors import ActorError, Code, normalize
-from actors.errors import cancel_in_effect, cancellation_reason
 from actors.events import (
-    ApprovalDecided,
-    ApprovalRequested,
     NodeCompleted,
     NodeFailed,
     NodeRetrying,
@@ -53,6 +50,7 @@ from actors.events import (
     RunStarted,
     ToolCalled,
 )
+from actors.lowlevel import cancel_in_effect, cancellation_reason
 from actors.nodes import Attempt
 from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget, Dimension
@@ -474,12 +472,6 @@ class Engine:
             if when is None or _holds(when, state, node_id):
                 targets.append(edge.target)
         return updates, tuple(targets)
-
-    def publish_approval(self, node_id: str | None, prompt: str) -> None:
-        self.run.publish(ApprovalRequested, node_id=node_id, prompt=prompt)
-
-    def publish_decision(self, node_id: str | None, decision: str, by: str, reason: str) -> None:
-        self.run.publish(ApprovalDecided, node_id=node_id, decision=decision, by=by, reason=reason)
 
 
 def _holds(

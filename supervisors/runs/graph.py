@@ -83,9 +83,9 @@ class NodeBreaker:
     """A node's circuit breaker, shared by the runs of one :class:`~supervisors.runs.Runs`
     (keyed by workflow name and node id): ``failures`` consecutive failed attempts with a
     *retryable* error open it (a deterministic failure — bad input, a denial — says
-    nothing about the node's health and is not counted); an open node is skipped (``node:skipped``, ``circuit_open``) for ``cooldown``
-    seconds, then one probe attempt is let through (half-open). A cancelled attempt
-    counts neither way."""
+    nothing about the node's health and is not counted); an open node is skipped
+    (``node:skipped``, ``circuit_open``) for ``cooldown`` seconds, then one probe attempt
+    is let through (half-open). A cancelled attempt counts neither way."""
 
     failures: int = attrs.field(default=5, validator=_positive)
     cooldown: float = attrs.field(default=30.0, validator=_positive)

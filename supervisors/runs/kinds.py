@@ -14,8 +14,7 @@ from typing import Any, Final
 
 from actors import ActorError, Code, Failure
 from actors.providers import LlmRequest, Message
-from actors.tools import for_model
-from actors.tools.schema import Checker
+from actors.tools import Checker, for_model
 from supervisors.runs.context import NodeContext, messages_of
 from supervisors.runs.graph import Agent, Llm, Router, Step
 

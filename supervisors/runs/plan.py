@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors import ActorError, Code
-from actors.tools.schema import Checker, compile_schema
+from actors.tools import Checker, compile_schema
 from supervisors.runs.graph import Edge, Llm, Node, Workflow
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -12,20 +12,21 @@ import attrs
 import trio
 
 from actors import ActorError, Code
-from actors.events import BudgetWarning as BudgetWarningRecord
 from actors.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     Event,
     RunBudgetPaused,
     RunBudgetWarning,
     RunErrorDetail,
     RunEvent,
 )
-from actors.observe import emit
+from actors.events import BudgetWarning as BudgetWarningRecord
+from actors.lowlevel import emit
 from supervisors.budget import BudgetLimits, BudgetRequest
 from supervisors.runs.kinds import NOTHING
 
 if TYPE_CHECKING:
-    from supervisors.runs.engine import Engine
     from supervisors.runs.graph import Approval
 
 Status = Literal["running", "completed", "failed", "cancelled"]
@@ -83,7 +84,8 @@ class Run:
         self._ended = False
         self._detailed: str | None = None
         self._pending: dict[str | None, _Pending] = {}
-        self._engine: Engine | None = None
+        #: The engine's cancel, once it drives the run.
+        self._cancel: Callable[[str], None] | None = None
         self._early_cancel: str | None = None
 
     # -- the stream -----------------------------------------------------------------
@@ -163,10 +165,10 @@ class Run:
             raise ActorError.from_code(
                 Code.INPUT_VALIDATION, "Run.cancel: reason must be a non-empty string"
             )
-        if self._engine is None:
+        if self._cancel is None:
             self._early_cancel = self._early_cancel or reason
             return
-        self._engine.cancel(reason)
+        self._cancel(reason)
 
     @property
     def pending(self) -> tuple[str | None, ...]:
@@ -237,10 +239,8 @@ class Run:
     ) -> tuple[Decision, str, str, BudgetLimits | None]:
         pending = _Pending()
         self._pending[key] = pending
-        engine = self._engine
-        assert engine is not None
         try:
-            engine.publish_approval(key, prompt)
+            self.publish(ApprovalRequested, node_id=key, prompt=prompt)
             await pending.decided.wait()
         finally:
             del self._pending[key]
@@ -248,7 +248,9 @@ class Run:
         if decision is None:  # the run ended meanwhile
             await trio.lowlevel.checkpoint()
             raise ActorError.from_code(Code.CANCELLED, "run ended")
-        engine.publish_decision(key, decision[0], decision[1], decision[2])
+        self.publish(
+            ApprovalDecided, node_id=key, decision=decision[0], by=decision[1], reason=decision[2]
+        )
         return decision
 
     def budget_record(self, record: Event) -> None:

@@ -25,8 +25,8 @@ from typing import Any
 import trio
 
 from actors import ActorError, Code
-from actors.errors import cancel_in_effect
 from actors.events import RunFailed
+from actors.lowlevel import cancel_in_effect
 from actors.nodes import NodeRunner
 from supervisors.breaker import Breaker, BreakerConfig
 from supervisors.budget import Budget, BudgetLimits, Price
@@ -197,7 +197,7 @@ class Runs:
             breaker_of=self._breaker,
             cancel_reason=run_supervisor.cancel_reason,
         )
-        run._engine = engine
+        run._cancel = engine.cancel
         self.live[run_id] = run
         if run._early_cancel is not None:
             engine.cancel(run._early_cancel)
