@@ -17,6 +17,7 @@ import tracemalloc
 from typing import Any
 
 import trio
+import trio.testing
 
 from actors import Actor, open_runtime
 from bench.common import Row, best_pair, logs_to_null
@@ -82,7 +83,7 @@ async def _raw_tasks() -> float:
     async with trio.open_nursery() as nursery:
         for event in events:
             nursery.start_soon(event.wait)
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         used = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
         for event in events:
@@ -95,8 +96,8 @@ async def _paused_runs() -> float:
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
         started = [await runs.start(_PAUSED, {"task": i}) for i in range(PAUSED)]
-        while not all(run.pending for run in started):
-            await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()
+        assert all(run.pending == ("wait",) for run in started)
         used = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
         runs.close("bench over")
