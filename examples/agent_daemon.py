@@ -45,6 +45,7 @@ from typing import Any
 
 import attrs
 import trio
+from demo_workflows import TICKET_TOOLS, print_runs, run_workflows
 
 from actors import ActorError, Code, configure_logging, get_logger
 from actors.events import (
@@ -421,7 +422,7 @@ async def main() -> int:
                         actor=AnthropicProvider,
                         args=(provider_config("beta", server.url),),
                     ),
-                    *tool_hosts(NOTES_TOOLS),
+                    *tool_hosts(NOTES_TOOLS, TICKET_TOOLS),
                 ],
             )
             budget = Budget("demo-run", BudgetLimits(tokens=100_000, cost=1.00))
@@ -441,9 +442,11 @@ async def main() -> int:
                 )
                 tools = await Tools.from_tree(tree, NOTES_TOOLS, grants=GRANTS)
                 await run_phases(Daemon(tree, pool, tools, script, summary))
+                workflows = await run_workflows(tree, script, RULES)
             http = len(server.requests)
     finally:
         remove()
+    print_runs(workflows)
     print_summary(trio.current_time() - started, summary, pool, budget, http)
     return 0 if summary.outcomes.get("ok", 0) > 0 else 1
 

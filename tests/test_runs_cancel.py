@@ -138,7 +138,7 @@ async def test_a_node_that_raises_while_cancelled_is_still_cancelled(autojump_cl
             await run.wait()
     assert_cancelled(run, "stop now")
     assert len(suppressed) == 1
-    assert suppressed[0].suppressed.code == "execution_failed"
+    assert suppressed[0].suppressed.code == "internal"
     assert suppressed[0].reason.startswith("caller of /runs-test/runs/")
 
 
@@ -221,7 +221,7 @@ async def test_one_run_failing_never_touches_another(autojump_clock: Any) -> Non
         healthy = await runs.start(slow)
         failing = [await runs.start(bad) for _ in range(5)]
         for run in failing:
-            assert (await run.wait()).code == "execution_failed"
+            assert (await run.wait()).code == "internal"
         assert (await healthy.wait()).status == "completed"
 
 

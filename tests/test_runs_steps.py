@@ -237,7 +237,7 @@ async def test_returned_and_raised_failures_are_the_same_node_error(
     assert outcome.error.message == "no such thing"
 
 
-async def test_an_unclassified_exception_from_a_step_is_execution_failed(
+async def test_an_unclassified_exception_from_a_step_is_internal(
     autojump_clock: Any,
 ) -> None:
     async def broken(ctx: NodeContext) -> None:
@@ -247,8 +247,10 @@ async def test_an_unclassified_exception_from_a_step_is_execution_failed(
     async with running() as (_, runs):
         run = await runs.start(wf)
         outcome = await run.wait()
-    assert outcome.code == "execution_failed"
+    assert outcome.code == "internal"
     assert outcome.error is not None and isinstance(outcome.error.__cause__, ValueError)
+    assert len(of(run, "run:failed")) == 1
+    assert of(run, "run:failed")[0].correlation_id == outcome.error.correlation_id
     for record in run.history:
         assert "secret detail" not in repr(record)
 
@@ -309,7 +311,7 @@ async def test_nodes_see_a_read_only_snapshot_of_the_state(autojump_clock: Any) 
     wf = Workflow(name="w", nodes=[step("a", mutate)])
     async with running() as (_, runs):
         outcome = await (await runs.start(wf, {"x": 1})).wait()
-    assert outcome.code == "execution_failed"  # TypeError: mappingproxy is read-only
+    assert outcome.code == "internal"  # TypeError: mappingproxy is read-only
     assert dict(outcome.state) == {"x": 1}
 
 

@@ -3,9 +3,9 @@ outcome as a value.
 
 A runner gets :class:`Attempt` messages (``await fn(arg)``, within ``timeout`` seconds
 when one is set) and answers what ``fn`` returned, or the classified error it raised
-or returned (:func:`actors.errors.normalize` with ``step=True``: an unclassified
-exception is ``execution_failed``). So a node's failure fails that attempt only, never
-the runner. What may not be answered as a value:
+or returned (:func:`actors.errors.normalize`: a returned ``fail(...)`` and a raised
+error are the same error; an exception nothing classifies is ``internal``, logged as
+``classify.unplaced``). So a node's failure fails that attempt only, never the runner. What may not be answered as a value:
 
 * ``trio.Cancelled`` propagates (the engine gave up: a run cancel, a timeout of the
   run); a node that raises *while* being cancelled is still cancelled — its error is
@@ -57,7 +57,7 @@ class NodeRunner(Actor):
         except trio.Cancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - the attempt's failure, answered as a value
-            error = normalize(exc, step=True)
+            error = normalize(exc)
             reason = await cancel_in_effect()
             if reason is not None:
                 emit(ErrorSuppressed(actor=self.ref.path, reason=reason, suppressed=error))

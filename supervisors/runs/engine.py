@@ -483,7 +483,7 @@ def _holds(
         error.node_id = node_id
         raise
     except Exception as exc:
-        raise normalize(exc, step=True) from exc
+        raise normalize(exc) from exc
 
 
 _INF = math.inf

@@ -45,6 +45,7 @@ Predicate = Callable[[State], bool]
 #: Templated messages: ``(role, text)`` pairs; ``{key}`` is replaced by ``str(state[key])``.
 Template = tuple[tuple[str, str], ...]
 
+_CODES = frozenset(str(code) for code in Code)
 #: Codes no edge handles: they end the run (limits) or it was cancelled.
 UNHANDLED = frozenset({Code.BUDGET_EXCEEDED, Code.RUN_TIMEOUT, Code.TURN_LIMIT, Code.CANCELLED})
 
@@ -356,6 +357,13 @@ class Workflow:
                             f"edges[{index}].{end}: unknown node {getattr(edge, end)!r}",
                         )
                     )
+            unknown = [code for code in edge.on if code != "*" and code not in _CODES]
+            if unknown:
+                found.append(
+                    ActorError.from_code(
+                        Code.NODE_CONFIG, f"edges[{index}].on: unknown code {unknown[0]!r}"
+                    )
+                )
             if edge.when is not None and not callable(cast(object, edge.when)):
                 found.append(
                     ActorError.from_code(

@@ -114,7 +114,6 @@ class Runs:
         self.prices = dict(prices or {})
         self.runners = runners
         self.live: dict[str, Run] = {}
-        self._engines: dict[str, Engine] = {}
         self._plans: dict[int, tuple[Workflow, Plan | ActorError]] = {}
         self._breakers: dict[tuple[str, str], Breaker] = {}
         self._nursery: trio.Nursery | None = None
@@ -255,6 +254,8 @@ class Runs:
                 plan = Plan(workflow)
             except ActorError as error:
                 plan = error
+        if len(self._plans) >= 256:  # workflows made on the fly: keep the cache bounded
+            self._plans.clear()
         self._plans[id(workflow)] = (workflow, plan)
         return plan
 
