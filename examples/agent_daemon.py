@@ -28,6 +28,11 @@ Every fifth request first calls ``lookup`` through the tools front door (grants,
 retries audited as ``tool.retry``); once, a request asks for ``delete_notes`` and is
 denied (``tool_denied``: the tool never runs).
 
+Then three workflow runs (:mod:`demo_workflows`): a router, an agent whose tool calls go
+through the tools front door, an llm node whose JSON answer is checked against a schema,
+an approval and a step; the third run is cancelled while its model call is in flight.
+Their event streams are printed.
+
 It prints structured logs, then a summary: requests, outcomes by code, who served them,
 retries, breaker transitions, supervisor decisions, escalations, tool calls, and the
 pool's ledger —
@@ -442,8 +447,8 @@ async def main() -> int:
                 )
                 tools = await Tools.from_tree(tree, NOTES_TOOLS, grants=GRANTS)
                 await run_phases(Daemon(tree, pool, tools, script, summary))
+                http = len(server.requests)  # the pool's phases; the runs report their own
                 workflows = await run_workflows(tree, script, RULES)
-            http = len(server.requests)
     finally:
         remove()
     print_runs(workflows)

@@ -53,6 +53,21 @@ def test_demo_runs_through_the_pool_and_summarises_its_ledger() -> None:
     assert "escalations:         ['retry by demo-oncall (rate_limited, 3 attempts)']" in out
     assert "'network': 1" in out  # the one request that failed: the stream cut mid-answer
 
+    # The workflow runs: two complete (router, agent + tool, schema-checked llm node,
+    # approval, step), the third is cancelled while its agent's model call is in flight.
+    assert "runs:                {'completed': 2, 'cancelled': 1}" in out
+    assert "filed:               ['T-101:bug', 'T-102:bug', None]" in out
+    assert re.search(
+        r"\[triage-101\] +4 tool:called +investigate search_tickets key=triage-101:investigate:1:0 -> ok",
+        out,
+    )
+    assert re.search(r"\[triage-101\] +10 approval:decided +approve: approve by demo-operator", out)
+    assert re.search(
+        r"\[triage-103\] +4 run:cancelled +reason='operator: ticket withdrawn' in_flight=\['investigate'\]",
+        out,
+    )
+    assert "model attempts:      7 (" in out
+
     elapsed = ELAPSED.search(out)
     assert elapsed is not None and float(elapsed[1]) < 30
 

@@ -99,19 +99,30 @@ async def test_an_output_schema_parses_and_checks_the_answer(autojump_clock: Any
         assert of(run, "node:retrying") == []
 
 
-async def test_a_provider_failure_is_retried_by_the_pool_then_by_the_node(
+async def test_a_provider_failure_is_retried_by_the_pool_not_again_by_the_node(
     autojump_clock: Any,
 ) -> None:
     script = FaultScript(faults=[Fault(kind="status", status=503, times=8)])
     async with world(script) as w:
-        wf = Workflow(name="w", nodes=[ask("hi", retry=NodeRetry(max_retries=1))])
+        wf = Workflow(name="w", nodes=[ask("hi", retry=NodeRetry(max_retries=3))])
         run = await w.runs.start(wf)
         outcome = await run.wait()
-    # The pool's own retries (3 each) run inside each node attempt.
-    assert outcome.status == "completed"
-    assert w.server.count() == 9
-    retrying = of(run, "node:retrying")
-    assert [r.code for r in retrying] == ["all_providers_failed", "all_providers_failed"]
+    # The pool's own retries (3, at 1, 2, 4 s) ran inside the node's one attempt; an
+    # exhausted pool is not retryable: the node fails at once.
+    assert w.server.count() == 4
+    assert outcome.code == "all_providers_failed"
+    assert of(run, "node:retrying") == []
+    assert of(run, "run:failed")[0].at == 7.0
+
+
+async def test_a_fatal_provider_error_is_not_retried_by_the_node(autojump_clock: Any) -> None:
+    script = FaultScript(faults=[Fault(kind="status", status=400, times=1)])
+    async with world(script) as w:
+        flaky = Workflow(name="w", nodes=[ask("hi", retry=NodeRetry(max_retries=1))])
+        run = await w.runs.start(flaky)
+        outcome = await run.wait()
+    assert outcome.code == "bad_request"  # fatal: not retried
+    assert of(run, "node:retrying") == []
 
 
 async def test_every_attempt_is_charged_failed_ones_too(autojump_clock: Any) -> None:
@@ -179,9 +190,10 @@ async def test_a_tool_error_goes_back_to_the_model(autojump_clock: Any) -> None:
 async def test_a_denied_tool_goes_back_to_the_model_as_tool_denied(autojump_clock: Any) -> None:
     group = ToolGroup("g", [lookup])
     async with world(None, group) as w:
+        only_ok = Grants.allow(lookup={"properties": {"query": {"const": "ok"}}})
         wf = Workflow(
             name="w",
-            nodes=[Agent(id="agent", model="m1", messages=[("user", "call: x")])],
+            nodes=[Agent(id="agent", model="m1", messages=[("user", "call: x")], grants=only_ok)],
         )
         run = await w.runs.start(wf)
         outcome = await run.wait()
@@ -277,14 +289,13 @@ async def test_cancelling_a_run_cancels_its_provider_request(autojump_clock: Any
     script = FaultScript(faults=[Fault(kind="hang")])
     async with world(script) as w:
         wf = Workflow(name="w", nodes=[ask("hi", retry=NO_RETRY)])
-        with capture_events("pool.attempt") as attempts:
-            run = await w.runs.start(wf)
-            await trio.sleep(2)
-            run.cancel("user")
-            outcome = await run.wait()
-            await trio.sleep(1)
+        run = await w.runs.start(wf)
+        await trio.sleep(2)
+        run.cancel("user")
+        outcome = await run.wait()
+        await trio.sleep(1)
     assert outcome.status == "cancelled"
-    assert [a.outcome for a in attempts] == ["cancelled"]
+    assert [e.outcome for e in w.pool.ledger.entries] == ["cancelled"]
     assert [(r.disconnected, r.disconnected_at) for r in w.server.requests] == [(True, 2.0)]
     assert_well_formed(run)
 

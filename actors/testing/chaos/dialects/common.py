@@ -1,10 +1,21 @@
 """What both dialects of the chaos server share: the answer to a request, SSE framing.
 
-The answer is deterministic: ``"echo: <last user message>"``; when the request offers
-tools and the last user message contains ``call:``, the answer is a call of the first
-tool with ``{"query": <the text after "call:">}`` instead — streamed or not. Tokens are
-counted as ``len // 4 + 1``: input over the system prompt and every message's content
-(non-text content as JSON), output over the echo text (a tool call's too).
+The answer is deterministic, computed from the conversation's last user message:
+
+* ``"echo: <last user message>"`` by default;
+* when that message contains ``reply:``, exactly the text after the first ``reply:``
+  (stripped) — a test scripts the model's output (JSON, a node name);
+* when the request offers tools and that message contains ``call:``, a call of the first
+  tool with ``{"query": <the text after "call:">}`` instead (a tool call wins over
+  ``reply:``) — streamed or not.
+
+When the conversation **ends with a tool result** (an OpenAI ``tool`` message, an
+Anthropic ``user`` message of ``tool_result`` blocks), the answer is text:
+``"echo: <the tool result>"`` — never a tool call, and a ``reply:`` or ``call:`` inside
+the result is not read (only user messages script answers): the model "reads" the
+result and answers, so an agent's tool loop ends. Tokens are counted as
+``len // 4 + 1``: input over the system prompt and every message's content (non-text
+content as JSON), output over the answer's text (a tool call's too).
 """
 
 from __future__ import annotations
@@ -101,21 +112,45 @@ def answer_for(payload: dict[str, Any]) -> Answer:
     messages = payload.get("messages") or []
     last = ""
     prompt = str(payload.get("system", ""))
+    result: str | None = None
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         content_text = content if isinstance(content, str) else json.dumps(content)
         prompt += content_text
-        if isinstance(message, dict) and message.get("role") == "user":
+        result = _tool_result(message)
+        if result is None and isinstance(message, dict) and message.get("role") == "user":
             last = content_text
-    text = f"echo: {last}"
     model = payload.get("model")
+    if result is not None:
+        text, call = f"echo: {result}", None
+    else:
+        call = _tool_call(payload, last)
+        text = last.split("reply:", 1)[1].strip() if "reply:" in last else f"echo: {last}"
+        if call is not None:
+            text = f"echo: {last}"
     return Answer(
         model=model if isinstance(model, str) else "",
         text=text,
-        tool_call=_tool_call(payload, text),
+        tool_call=call,
         input_tokens=tokens(prompt),
         output_tokens=tokens(text),
     )
+
+
+def _tool_result(message: Any) -> str | None:
+    """The text of a tool result message (OpenAI ``role: tool``; Anthropic ``user``
+    content of ``tool_result`` blocks), else ``None``."""
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if message.get("role") == "tool":
+        return content if isinstance(content, str) else json.dumps(content)
+    if message.get("role") != "user" or not isinstance(content, list) or not content:
+        return None
+    if not all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return None
+    parts = [b.get("content") for b in content]
+    return "".join(p if isinstance(p, str) else json.dumps(p) for p in parts)
 
 
 def _tool_call(payload: dict[str, Any], text: str) -> ToolCall | None:
