@@ -7,6 +7,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
@@ -31,3 +34,19 @@ def test_the_end_to_end_example_runs_and_prints_its_stream() -> None:
     assert any(line.endswith("approval:requested approve") for line in lines)
     assert lines[-3].endswith("run:completed ")
     assert lines[-2:] == ["completed bug", "cancelled nobody is around"]
+
+
+@pytest.mark.trio
+async def test_the_readme_runs_example_runs(autojump_clock: Any) -> None:
+    from tests.test_docs_tools_example import run_first_block
+
+    found = await run_first_block("README.md", "## Runs")
+    assert found["outcome"].status == "completed"
+    assert found["names"] == [
+        "run:started",
+        "node:started",
+        "node:completed",
+        "node:started",
+        "node:completed",
+        "run:completed",
+    ]
