@@ -196,3 +196,19 @@ def directive_for(error: ActorError, *policies: Policy | None) -> Directive | No
 
 decide = directive_for
 """Deprecated alias of :func:`directive_for` (its name before 0.3); removed in 1.0."""
+
+
+def _every_class(directive: Directive) -> dict[ErrorClass, Directive]:
+    return {c: directive for c in ErrorClass if c is not ErrorClass.CANCELLATION}
+
+
+#: Restart on a crash of any class: for workers that are an isolation boundary (tool
+#: hosts, node runners) — a bug in what they run (``internal``) must not escalate and
+#: take the tree down. Their supervisor's intensity still bounds one that keeps crashing.
+RESTART_ON_ANY_CRASH: Final = Policy(by_class=_every_class(Directive.RESTART))
+#: Stop a failed child, whatever its class, and decide nothing more: for a supervisor of
+#: temporary children that end alone (a run's supervisor that gave up ends that run only).
+STOP_ON_ANY_CRASH: Final = Policy(
+    by_class=_every_class(Directive.STOP),
+    by_code={Code.RESTART_INTENSITY_EXCEEDED: Directive.STOP},
+)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors import fail
+from actors import CancelledError, fail
 from actors.testing import capture_events
 from supervisors import Backoff, SupervisorSpec, open_tree
 from supervisors.runs import Approval, Edge, NodeContext, NodeRetry, Workflow, open_runs
@@ -270,3 +270,30 @@ async def test_an_engine_fault_in_a_branch_task_is_internal_too(
         outcome = await run.wait()
     assert outcome.code == "internal"
     assert len(of(run, "run:failed")) == 1
+
+
+class Boom(BaseException):
+    """Not an Exception: it crashes the node runner itself."""
+
+
+async def test_a_crashed_runner_fails_its_run_internal_and_nothing_else(
+    autojump_clock: Any,
+) -> None:
+    async def crash(ctx: NodeContext) -> None:
+        raise Boom("runner down")
+
+    bad = Workflow(name="bad", nodes=[step("a", crash, retry=NodeRetry(max_retries=3))])
+    slow = Workflow(name="slow", nodes=[step("a", sleeper(5))])
+    async with running() as (tree, runs):
+        healthy = await runs.start(slow)
+        crashed = [await runs.start(bad) for _ in range(6)]
+        for run in crashed:
+            outcome = await run.wait()
+            assert outcome.code == "internal"
+            assert outcome.error is not None
+            assert outcome.error.message == "unclassified Boom: runner down"
+            assert names(run) == ["run:started", "node:started", "node:failed", "run:failed"]
+        assert (await healthy.wait()).status == "completed"
+        assert [c.id for c in tree.root.which_children()] == ["runs"]
+        again = await runs.start(Workflow(name="ok", nodes=[step("a", writer("a"), "a")]))
+        assert (await again.wait()).status == "completed"

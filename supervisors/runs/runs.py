@@ -30,6 +30,7 @@ from actors.lowlevel import cancel_in_effect
 from actors.nodes import NodeRunner
 from supervisors.breaker import Breaker, BreakerConfig
 from supervisors.budget import Budget, BudgetLimits, Price
+from supervisors.policy import RESTART_ON_ANY_CRASH, STOP_ON_ANY_CRASH
 from supervisors.pool import ProviderPool
 from supervisors.runs.engine import Engine
 from supervisors.runs.graph import Node, Workflow
@@ -64,7 +65,11 @@ async def open_runs(
     if type(runners) is not int or runners < 1:
         raise ActorError.from_code(Code.CONFIG_INVALID, "open_runs: runners must be an int >= 1")
     await parent.start_child(
-        ChildSpec(id=name, supervisor=SupervisorSpec(max_restarts=0), restart="temporary")
+        ChildSpec(
+            id=name,
+            supervisor=SupervisorSpec(max_restarts=0, policy=STOP_ON_ANY_CRASH),
+            restart="temporary",
+        )
     )
     runs = Runs(
         parent.child(name), _named(pools, ProviderPool), _named(tools, Tools), prices, runners
@@ -177,7 +182,12 @@ class Runs:
         )
         spec = SupervisorSpec(
             children=[
-                ChildSpec(id=f"runner.{i}", actor=NodeRunner, shutdown="brutal")
+                ChildSpec(
+                    id=f"runner.{i}",
+                    actor=NodeRunner,
+                    shutdown="brutal",
+                    policy=RESTART_ON_ANY_CRASH,
+                )
                 for i in range(self.runners)
             ],
         )
@@ -238,8 +248,17 @@ class Runs:
         finally:
             del self.live[run_id]
             with trio.CancelScope(shield=True):
-                await self.supervisor.terminate_child(run_id, reason=f"run {engine.run.status}")
+                await self._remove(run_id, engine.run.status)
             engine.run.settle()
+
+    async def _remove(self, run_id: str, status: str) -> None:
+        """Stop and forget a run's supervisor; one already gone (its tree ended, or it
+        gave up past its restart intensity) is fine."""
+        try:
+            await self.supervisor.terminate_child(run_id, reason=f"run {status}")
+        except ActorError as error:
+            if error.code is not Code.CHILD_NOT_FOUND:
+                raise
 
     def _plan(self, workflow: Workflow) -> Plan | ActorError:
         cached = self._plans.get(id(workflow))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors import ErrorClass
 from actors.tools import ToolGroup, ToolHost
-from supervisors.policy import Directive, Policy
+from supervisors.policy import RESTART_ON_ANY_CRASH, Policy
 from supervisors.spec import ChildSpec
 from supervisors.tools.entry import config_error
 
@@ -21,13 +20,7 @@ def host_ids(source: Any) -> list[str]:
 
 #: A tool worker's crash restarts it, whatever its class: the worker is an isolation
 #: boundary — a tool's own bug (``internal``) must not escalate and take the tree down.
-#: Its supervisor's intensity still bounds a worker that keeps crashing.
-_RESTART_ALL: Final[dict[ErrorClass, Directive]] = {
-    error_class: Directive.RESTART
-    for error_class in ErrorClass
-    if error_class is not ErrorClass.CANCELLATION
-}
-TOOL_HOST_POLICY: Final = Policy(by_class=_RESTART_ALL)
+TOOL_HOST_POLICY: Final = RESTART_ON_ANY_CRASH
 
 
 def tool_hosts(
