@@ -100,6 +100,20 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_tools_hostile.py",
     ),
     "actors/tools/facing.py": ("tests/test_tools_results.py",),
+    "supervisors/runs/engine.py": (
+        "tests/test_runs_steps.py",
+        "tests/test_runs_policy.py",
+        "tests/test_runs_cancel.py",
+    ),
+    "supervisors/runs/graph.py": (
+        "tests/test_runs_steps.py",
+        "tests/test_runs_policy.py",
+    ),
+    "actors/nodes/runner.py": (
+        "tests/test_runs_steps.py",
+        "tests/test_runs_policy.py",
+        "tests/test_runs_cancel.py",
+    ),
     "supervisors/tools/entry.py": (
         "tests/test_tools_errors.py",
         "tests/test_tools_results.py",

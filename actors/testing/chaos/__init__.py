@@ -1,9 +1,23 @@
 """The chaos provider: a loopback LLM server that fails on purpose, by script.
 
 It speaks the OpenAI-compatible ``POST /v1/chat/completions`` and Anthropic's
-``POST /v1/messages`` (non-streaming and SSE), answers deterministically — the reply is
-``"echo: <last user message>"``, usage is computed from the input (4 characters a token)
-— and follows a fault script. Use it in-process::
+``POST /v1/messages`` (non-streaming and SSE), answers deterministically — by the first
+row that fits, usage computed from the input and the answer (4 characters a token) —
+and follows a fault script.
+
+| the request | the answer, streamed or not |
+|---|---|
+| ends with tool results (a) | ``"echo: <their text>"``, never a tool call |
+| offers tools; the last user message has ``call:`` | a call of the first tool (b) |
+| the last user message has ``reply:`` | exactly the text after it, stripped (c) |
+| anything else | ``"echo: <last user message>"`` |
+
+(a) OpenAI ``role: "tool"`` messages, Anthropic a ``user`` message with ``tool_result``
+blocks: an agent loop ends after one tool round; a ``call:`` or ``reply:`` in a tool
+result is not interpreted. (b) with ``{"query": <the text after "call:">}``; it wins over
+a ``reply:`` in the same message. (c) scripts a model's exact output, e.g.
+``reply: {"label": "bug"}`` answers ``{"label": "bug"}``. The details are in
+:mod:`~actors.testing.chaos.dialects.common`. Use it in-process::
 
     async with chaos_server(FaultScript(faults=[Fault(kind="status", status=429,
                                                       headers={"retry-after": "2"})])) as server:

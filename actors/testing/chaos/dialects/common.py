@@ -1,21 +1,27 @@
 """What both dialects of the chaos server share: the answer to a request, SSE framing.
 
-The answer is deterministic, computed from the conversation's last user message:
+The answer is deterministic, decided in this order:
 
-* ``"echo: <last user message>"`` by default;
-* when that message contains ``reply:``, exactly the text after the first ``reply:``
-  (stripped) — a test scripts the model's output (JSON, a node name);
-* when the request offers tools and that message contains ``call:``, a call of the first
-  tool with ``{"query": <the text after "call:">}`` instead (a tool call wins over
-  ``reply:``) — streamed or not.
+1. **After a tool result** — the conversation ends with tool results (OpenAI: one or more
+   ``role: "tool"`` messages, their ``content``; Anthropic: a ``user`` message whose
+   content list holds ``tool_result`` blocks, their ``content``: a string, or its
+   ``text`` blocks' text): the text ``"echo: <tool result text>"`` (several results, or
+   text blocks, joined by newlines), never a tool call — an agent loop ends after one
+   round. A ``call:`` or ``reply:`` inside a tool result is not interpreted: only user
+   messages script the answer.
+2. **A tool call** — the request offers tools and the last user message contains
+   ``call:``: a call of the first tool with ``{"query": <the text after the first
+   "call:", stripped>}`` — streamed or not. It wins over ``reply:`` in the same message,
+   which then changes nothing (not even the usage).
+3. **A scripted reply** — the last user message contains ``reply:``: the text is exactly
+   what follows the first ``reply:``, stripped of surrounding whitespace (maybe empty),
+   e.g. ``reply: {"label": "bug"}`` answers ``{"label": "bug"}``.
+4. Otherwise ``"echo: <last user message>"``.
 
-When the conversation **ends with a tool result** (an OpenAI ``tool`` message, an
-Anthropic ``user`` message of ``tool_result`` blocks), the answer is text:
-``"echo: <the tool result>"`` — never a tool call, and a ``reply:`` or ``call:`` inside
-the result is not read (only user messages script answers): the model "reads" the
-result and answers, so an agent's tool loop ends. Tokens are counted as
-``len // 4 + 1``: input over the system prompt and every message's content (non-text
-content as JSON), output over the answer's text (a tool call's too).
+"The last user message" is the content of the last ``role: "user"`` message (non-text
+content as JSON); none: ``""``. Tokens are counted as ``len // 4 + 1``: input over the
+system prompt and every message's content (non-text content as JSON), output over the
+answer's text — for a tool call over ``"echo: <last user message>"``.
 """
 
 from __future__ import annotations
@@ -112,45 +118,28 @@ def answer_for(payload: dict[str, Any]) -> Answer:
     messages = payload.get("messages") or []
     last = ""
     prompt = str(payload.get("system", ""))
-    result: str | None = None
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         content_text = content if isinstance(content, str) else json.dumps(content)
         prompt += content_text
-        result = _tool_result(message)
-        if result is None and isinstance(message, dict) and message.get("role") == "user":
+        if isinstance(message, dict) and message.get("role") == "user":
             last = content_text
-    model = payload.get("model")
-    if result is not None:
-        text, call = f"echo: {result}", None
+    echo = f"echo: {last}"
+    results = _tool_results(messages)
+    if results is not None:
+        text, tool_call = f"echo: {results}", None
     else:
-        call = _tool_call(payload, last)
-        text = last.split("reply:", 1)[1].strip() if "reply:" in last else f"echo: {last}"
-        if call is not None:
-            text = f"echo: {last}"
+        tool_call = _tool_call(payload, echo)
+        scripted = _scripted_reply(last)
+        text = echo if tool_call or scripted is None else scripted
+    model = payload.get("model")
     return Answer(
         model=model if isinstance(model, str) else "",
         text=text,
-        tool_call=call,
+        tool_call=tool_call,
         input_tokens=tokens(prompt),
         output_tokens=tokens(text),
     )
-
-
-def _tool_result(message: Any) -> str | None:
-    """The text of a tool result message (OpenAI ``role: tool``; Anthropic ``user``
-    content of ``tool_result`` blocks), else ``None``."""
-    if not isinstance(message, dict):
-        return None
-    content = message.get("content")
-    if message.get("role") == "tool":
-        return content if isinstance(content, str) else json.dumps(content)
-    if message.get("role") != "user" or not isinstance(content, list) or not content:
-        return None
-    if not all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-        return None
-    parts = [b.get("content") for b in content]
-    return "".join(p if isinstance(p, str) else json.dumps(p) for p in parts)
 
 
 def _tool_call(payload: dict[str, Any], text: str) -> ToolCall | None:
@@ -164,6 +153,56 @@ def _tool_call(payload: dict[str, Any], text: str) -> ToolCall | None:
     return ToolCall(
         name=name if isinstance(name, str) else "tool", arguments=json.dumps({"query": argument})
     )
+
+
+def _scripted_reply(last: str) -> str | None:
+    """The text after the first ``reply:`` in ``last``, stripped; ``None`` without one."""
+    if "reply:" not in last:
+        return None
+    return last.split("reply:", 1)[1].strip()
+
+
+def _tool_results(messages: Any) -> str | None:
+    """The text of the tool results that end the conversation, joined by newlines:
+    OpenAI's trailing ``role: "tool"`` messages, or the ``tool_result`` blocks of
+    Anthropic's last message (a ``user`` message with list content). ``None`` when the
+    last message is neither."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    trailing: list[str] = []
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        trailing.insert(0, _text_of(message.get("content")))
+    if trailing:
+        return "\n".join(trailing)
+    last = messages[-1]
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return None
+    content = last.get("content")
+    blocks = [
+        block
+        for block in (content if isinstance(content, list) else [])
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    return "\n".join(_text_of(block.get("content")) for block in blocks) if blocks else None
+
+
+def _text_of(content: Any) -> str:
+    """A tool result's text: a string as it is; a list of blocks, the ``text`` of its
+    ``text`` blocks joined by newlines (others skipped); absent, ``""``; anything else
+    as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+    return json.dumps(content)
 
 
 def sse(data: Any, event: str | None = None) -> bytes:
