@@ -6,6 +6,8 @@ from supervisors.budget import Budget, BudgetLimits, BudgetRequest, Dimension, P
 from supervisors.policy import (
     DEFAULT_BY_CLASS,
     DEFAULT_BY_CODE,
+    RESTART_ON_ANY_CRASH,
+    STOP_ON_ANY_CRASH,
     Directive,
     Policy,
     default_directive,
@@ -38,6 +40,8 @@ __all__ = [
     "DEFAULT_BY_CLASS",
     "DEFAULT_BY_CODE",
     "DEFAULT_RETRY",
+    "RESTART_ON_ANY_CRASH",
+    "STOP_ON_ANY_CRASH",
     "Abort",
     "AllProvidersFailed",
     "Attempt",
