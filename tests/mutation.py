@@ -104,10 +104,12 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",
         "tests/test_runs_cancel.py",
+        "tests/test_runs_llm.py",
     ),
     "supervisors/runs/graph.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",
+        "tests/test_runs_pins.py",
     ),
     "actors/nodes/runner.py": (
         "tests/test_runs_steps.py",
