@@ -20,6 +20,7 @@ from supervisors.runs.graph import (
     Step,
     Workflow,
 )
+from supervisors.runs.load import load_workflow
 from supervisors.runs.run import Run, RunOutcome, RunStream
 from supervisors.runs.runs import Runs, open_runs
 
@@ -41,5 +42,6 @@ __all__ = [
     "Runs",
     "Step",
     "Workflow",
+    "load_workflow",
     "open_runs",
 ]

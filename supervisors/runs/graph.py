@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, cast
 
 import attrs
@@ -303,6 +303,14 @@ class Edge:
         return code not in UNHANDLED and (code in self.on or "*" in self.on)
 
 
+def _nodes(value: Iterable[Node]) -> tuple[Node, ...]:
+    return tuple(value)
+
+
+def _edges(value: Iterable[Edge]) -> tuple[Edge, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class Workflow:
     """A named graph of nodes and edges; runs start at ``start`` (default: the first
@@ -310,8 +318,8 @@ class Workflow:
     the run fails with ``turn_limit``."""
 
     name: str
-    nodes: tuple[Node, ...] = attrs.field(converter=tuple)
-    edges: tuple[Edge, ...] = attrs.field(default=(), converter=tuple)
+    nodes: tuple[Node, ...] = attrs.field(converter=_nodes)
+    edges: tuple[Edge, ...] = attrs.field(default=(), converter=_edges)
     start: tuple[str, ...] = attrs.field(default=(), converter=_keys)
     max_steps: int = 1000
 
