@@ -18,6 +18,7 @@ from actors.providers import (
     OpenAIProvider,
     ProviderClient,
     ProviderConfig,
+    ToolSpec,
 )
 
 #: Both adapters, as a pytest parameter list.
@@ -25,6 +26,15 @@ PROVIDERS = [
     pytest.param(OpenAIProvider, id="openai"),
     pytest.param(AnthropicProvider, id="anthropic"),
 ]
+
+
+#: A test run both ways: a complete answer and a stream.
+STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+#: The tool the chaos tests offer.
+WEATHER = ToolSpec(name="weather", description="today's weather")
+#: What the chaos server names its tool calls, and how it says an answer is one, by adapter.
+TOOL_ID = {OpenAIProvider: "call_chaos", AnthropicProvider: "toolu_chaos"}
+TOOL_FINISH = {OpenAIProvider: "tool_calls", AnthropicProvider: "tool_use"}
 
 
 def sse(*events: tuple[str | None, Any]) -> bytes:

@@ -32,12 +32,8 @@ from actors.providers import (
     ToolSpec,
 )
 from actors.testing.chaos import FaultScript, chaos_server
-from tests.provider_helpers import PROVIDERS
+from tests.provider_helpers import PROVIDERS, STREAMING, TOOL_FINISH, TOOL_ID, WEATHER
 
-STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
-WEATHER = ToolSpec(name="weather", description="today's weather")
-TOOL_ID = {OpenAIProvider: "call_chaos", AnthropicProvider: "toolu_chaos"}
-TOOL_FINISH = {OpenAIProvider: "tool_calls", AnthropicProvider: "tool_use"}
 TEXT_FINISH = {OpenAIProvider: "stop", AnthropicProvider: "end_turn"}
 PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 

@@ -29,17 +29,13 @@ from actors.providers import (
     ToolSpec,
 )
 from actors.testing.chaos import Fault, FaultScript, chaos_server
-from tests.provider_helpers import PROVIDERS
+from tests.provider_helpers import PROVIDERS, STREAMING, TOOL_FINISH, TOOL_ID, WEATHER
 
-STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
-WEATHER = ToolSpec(name="weather", description="today's weather")
 TOOL_REQUEST = LlmRequest(
     model="model-1",
     messages=[Message(role="user", content="call: weather in Paris")],
     tools=(WEATHER,),
 )
-TOOL_ID = {OpenAIProvider: "call_chaos", AnthropicProvider: "toolu_chaos"}
-TOOL_FINISH = {OpenAIProvider: "tool_calls", AnthropicProvider: "tool_use"}
 TEXT_FINISH = {OpenAIProvider: "stop", AnthropicProvider: "end_turn"}
 
 

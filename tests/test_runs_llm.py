@@ -41,6 +41,18 @@ def _clear() -> None:
     looked_up.clear()
 
 
+def agent_flow(text: str, grants: Grants | None = None, **fields: Any) -> Workflow:
+    """A workflow of one agent node, ``agent``, whose user message is ``text``."""
+    agent = Agent(
+        id="agent",
+        model="m1",
+        messages=[("user", text)],
+        grants=grants if grants is not None else Grants.allow("lookup"),
+        **fields,
+    )
+    return Workflow(name="w", nodes=[agent])
+
+
 def ask(text: str, **fields: Any) -> Llm:
     return Llm(id=fields.pop("id", "ask"), model="m1", messages=[("user", text)], **fields)
 
@@ -141,17 +153,7 @@ async def test_every_attempt_is_charged_failed_ones_too(autojump_clock: Any) -> 
 async def test_an_agent_calls_tools_and_answers(autojump_clock: Any) -> None:
     group = ToolGroup("g", [lookup])
     async with world(None, group) as w:
-        wf = Workflow(
-            name="w",
-            nodes=[
-                Agent(
-                    id="agent",
-                    model="m1",
-                    messages=[("user", "call: {topic}")],
-                    grants=Grants.allow("lookup"),
-                )
-            ],
-        )
+        wf = agent_flow("call: {topic}", Grants.allow("lookup"))
         run = await w.runs.start(wf, {"topic": "weather"}, run_id="r1")
         outcome = await run.wait()
     assert outcome.status == "completed", outcome
@@ -167,17 +169,7 @@ async def test_an_agent_calls_tools_and_answers(autojump_clock: Any) -> None:
 async def test_a_tool_error_goes_back_to_the_model(autojump_clock: Any) -> None:
     group = ToolGroup("g", [broken])
     async with world(None, group) as w:
-        wf = Workflow(
-            name="w",
-            nodes=[
-                Agent(
-                    id="agent",
-                    model="m1",
-                    messages=[("user", "call: x")],
-                    grants=Grants.allow("broken"),
-                )
-            ],
-        )
+        wf = agent_flow("call: x", Grants.allow("broken"))
         run = await w.runs.start(wf)
         outcome = await run.wait()
     assert outcome.status == "completed"
@@ -206,19 +198,8 @@ async def test_an_agent_past_its_turns_fails_with_turn_limit(autojump_clock: Any
     group = ToolGroup("g", [lookup])
 
     async with world(None, group) as w:
-        wf = Workflow(
-            name="w",
-            nodes=[
-                Agent(
-                    id="agent",
-                    model="m1",
-                    # Every tool result says "call:" again: the model never stops.
-                    messages=[("user", "call: call: call:")],
-                    grants=Grants.allow("lookup"),
-                    max_turns=1,
-                )
-            ],
-        )
+        # Every tool result says "call:" again: the model never stops.
+        wf = agent_flow("call: call: call:", Grants.allow("lookup"), max_turns=1)
         run = await w.runs.start(wf)
         outcome = await run.wait()
     assert outcome.code == "turn_limit"
@@ -230,17 +211,7 @@ async def test_an_agent_past_its_turns_fails_with_turn_limit(autojump_clock: Any
 async def test_the_run_budget_counts_agent_turns(autojump_clock: Any) -> None:
     group = ToolGroup("g", [lookup])
     async with world(None, group) as w:
-        wf = Workflow(
-            name="w",
-            nodes=[
-                Agent(
-                    id="agent",
-                    model="m1",
-                    messages=[("user", "call: x")],
-                    grants=Grants.allow("lookup"),
-                )
-            ],
-        )
+        wf = agent_flow("call: x", Grants.allow("lookup"))
         run = await w.runs.start(wf, limits=BudgetLimits(turns=1))
         outcome = await run.wait()
     assert outcome.code == "turn_limit"

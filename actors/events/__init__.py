@@ -72,6 +72,7 @@ from actors.events.resilience import (
 from actors.events.runs import (
     ApprovalDecided,
     ApprovalRequested,
+    NodeAttempt,
     NodeCompleted,
     NodeFailed,
     NodeRetrying,
@@ -175,6 +176,7 @@ __all__ = [
     "Event",
     "EventHook",
     "HookFailed",
+    "NodeAttempt",
     "NodeCompleted",
     "NodeFailed",
     "NodeRetrying",

@@ -52,15 +52,10 @@ class RunStarted(RunEvent):
 
 
 @attrs.frozen(kw_only=True, slots=True)
-class NodeStarted(RunEvent):
-    """An attempt of a node starts on a node runner."""
-
-    name: ClassVar[str] = "node:started"
-    level: ClassVar[int] = logging.DEBUG
+class NodeAttempt(RunEvent):
+    """The fields of the records about one attempt of a node (a base: not a record)."""
 
     node_id: str
-    #: ``step``, ``llm``, ``agent``, ``router`` or ``approval``.
-    kind: str
     #: How many times the node has started in this run, this one included (loops).
     execution: int
     #: The attempt of this execution, from 1 (retries add one).
@@ -68,16 +63,24 @@ class NodeStarted(RunEvent):
 
 
 @attrs.frozen(kw_only=True, slots=True)
-class NodeRetrying(RunEvent):
-    """A node's attempt failed with a retryable error and will be retried after
-    ``delay`` seconds (the audit trail of the node's retry policy)."""
+class NodeStarted(NodeAttempt):
+    """An attempt of a node starts on a node runner."""
+
+    name: ClassVar[str] = "node:started"
+    level: ClassVar[int] = logging.DEBUG
+
+    #: ``step``, ``llm``, ``agent``, ``router`` or ``approval``.
+    kind: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class NodeRetrying(NodeAttempt):
+    """A node's attempt (the one that failed; the retry is ``attempt + 1``) failed with
+    a retryable error and will be retried after ``delay`` seconds (the audit trail of
+    the node's retry policy)."""
 
     name: ClassVar[str] = "node:retrying"
 
-    node_id: str
-    execution: int
-    #: The attempt that failed, from 1 (the retry is attempt + 1).
-    attempt: int
     code: str
     message: str
     correlation_id: str
@@ -85,16 +88,13 @@ class NodeRetrying(RunEvent):
 
 
 @attrs.frozen(kw_only=True, slots=True)
-class NodeCompleted(RunEvent):
+class NodeCompleted(NodeAttempt):
     """A node succeeded: its ``updates`` are in the run state, ``next`` are the nodes
     its edges (or its pick, for a router) lead to."""
 
     name: ClassVar[str] = "node:completed"
     level: ClassVar[int] = logging.DEBUG
 
-    node_id: str
-    execution: int
-    attempt: int
     #: The keys the node wrote and their new values.
     updates: Mapping[str, Any]
     #: The nodes that follow, in edge order.
@@ -104,16 +104,13 @@ class NodeCompleted(RunEvent):
 
 
 @attrs.frozen(kw_only=True, slots=True)
-class NodeFailed(RunEvent):
+class NodeFailed(NodeAttempt):
     """A node failed for good (fatal, or retries exhausted). ``handled``: an edge of the
     node handles the code and the run goes on along it (``next``); otherwise the run
     fails with this code."""
 
     name: ClassVar[str] = "node:failed"
 
-    node_id: str
-    execution: int
-    attempt: int
     code: str
     message: str
     correlation_id: str

@@ -5,7 +5,8 @@ A runner gets :class:`Attempt` messages (``await fn(arg)``, within ``timeout`` s
 when one is set) and answers what ``fn`` returned, or the classified error it raised
 or returned (:func:`actors.errors.normalize`: a returned ``fail(...)`` and a raised
 error are the same error; an exception nothing classifies is ``internal``, logged as
-``classify.unplaced``). So a node's failure fails that attempt only, never the runner. What may not be answered as a value:
+``classify.unplaced``). So a node's failure fails that attempt only, never the
+runner. What may not be answered as a value:
 
 * ``trio.Cancelled`` propagates (the engine gave up: a run cancel, a timeout of the
   run); a node that raises *while* being cancelled is still cancelled — its error is

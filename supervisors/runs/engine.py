@@ -46,7 +46,6 @@ from actors.events import (
     NodeStarted,
     RunCancelled,
     RunCompleted,
-    RunFailed,
     RunStarted,
     ToolCalled,
 )
@@ -58,6 +57,7 @@ from supervisors.runs.context import NodeContext
 from supervisors.runs.graph import UNHANDLED, Approval, Node
 from supervisors.runs.kinds import WORK, Pick
 from supervisors.runs.plan import Plan
+from supervisors.runs.run import shown
 from supervisors.tools.entry import Workers
 
 if TYPE_CHECKING:
@@ -197,16 +197,7 @@ class Engine:
             )
         elif self.failure is not None:
             error, node_id = self.failure
-            run.end(
-                RunFailed,
-                "failed",
-                error,
-                code=str(error.code),
-                message=error.user_message,
-                correlation_id=error.correlation_id,
-                node_id=node_id,
-                **common,
-            )
+            run.end_failed(error, node_id, **common)
         else:
             run.end(RunCompleted, "completed", None, state=run.state, **common)
 
@@ -363,12 +354,10 @@ class Engine:
                 delay = retry.backoff.delay(attempt - 1, retry_after=error.retry_after)
                 run.publish(
                     NodeRetrying,
+                    **shown(error),
                     node_id=node_id,
                     execution=execution,
                     attempt=attempt,
-                    code=str(error.code),
-                    message=error.user_message,
-                    correlation_id=error.correlation_id,
                     delay=delay,
                 )
                 run.detail(node_id, error)
@@ -377,12 +366,10 @@ class Engine:
             targets = plan.handlers(node_id, error.code)
             run.publish(
                 NodeFailed,
+                **shown(error),
                 node_id=node_id,
                 execution=execution,
                 attempt=attempt,
-                code=str(error.code),
-                message=error.user_message,
-                correlation_id=error.correlation_id,
                 handled=bool(targets),
                 next=targets,
             )

@@ -20,6 +20,7 @@ from actors.events import (
     RunBudgetWarning,
     RunErrorDetail,
     RunEvent,
+    RunFailed,
 )
 from actors.events import BudgetWarning as BudgetWarningRecord
 from actors.lowlevel import emit
@@ -137,6 +138,10 @@ class Run:
         self._reason = fields.get("reason")
         for pending in self._pending.values():
             pending.decided.set()
+
+    def end_failed(self, error: ActorError, node_id: str | None, **fields: Any) -> None:
+        """:meth:`end` with ``run:failed`` for ``error``."""
+        self.end(RunFailed, "failed", error, **shown(error), node_id=node_id, **fields)
 
     def settle(self) -> None:
         """The run is over and its supervisor removed: wake ``wait()`` and the readers."""
@@ -263,6 +268,16 @@ class Run:
                 limit=record.limit,
                 exceeded=record.exceeded,
             )
+
+
+def shown(error: ActorError) -> dict[str, Any]:
+    """What a failure record of the stream shows of ``error``: its code, the code's
+    user-safe message and the correlation id (never the error's own text)."""
+    return {
+        "code": str(error.code),
+        "message": error.user_message,
+        "correlation_id": error.correlation_id,
+    }
 
 
 def _bad(text: str) -> ActorError:

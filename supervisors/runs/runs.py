@@ -25,7 +25,6 @@ from typing import Any
 import trio
 
 from actors import ActorError, Code
-from actors.events import RunFailed
 from actors.lowlevel import cancel_in_effect
 from actors.nodes import NodeRunner
 from supervisors.breaker import Breaker, BreakerConfig
@@ -159,18 +158,7 @@ class Runs:
         run = Run(run_id, workflow.name, state)
         plan = self._plan(workflow)
         if isinstance(plan, ActorError):
-            run.end(
-                RunFailed,
-                "failed",
-                plan,
-                code=str(plan.code),
-                message=plan.user_message,
-                correlation_id=plan.correlation_id,
-                node_id=plan.node_id,
-                duration=0.0,
-                tokens=0,
-                cost=0.0,
-            )
+            run.end_failed(plan, plan.node_id, duration=0.0, tokens=0, cost=0.0)
             run.settle()
             return run
         budget = Budget(
