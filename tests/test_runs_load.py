@@ -235,6 +235,18 @@ def node(body: str) -> str:
             r"^workflow: start: expected a node id or a list of them, got int$",
         ),
         (
+            node('id = "a"\nkind = "llm"\nmodel = "m"\nmessages = [["robot", "x"]]'),
+            Code.NODE_CONFIG,
+            r"^nodes\[0\] \('a'\): messages: a role is one of system, user, assistant, tool$",
+        ),
+        (
+            node(
+                'id = "a"\nkind = "agent"\nmodel = "m"\nmessages = [["user", "x"]]\ngrants = ["*", "x"]'
+            ),
+            Code.NODE_CONFIG,
+            r"^nodes\[0\] \('a'\): grants: '\*' stands alone$",
+        ),
+        (
             node('id = "a"\nkind = "llm"\nmodel = "m"'),
             Code.NODE_CONFIG,
             r"^node 'a': model: a request, or a model and messages$",

@@ -183,6 +183,9 @@ class _WorkflowSpec:
     edges: list[dict[str, Any]] = attrs.Factory(list)
 
 
+#: The roles a message may have.
+ROLES: Final = ("system", "user", "assistant", "tool")
+
 _SPECS: Final[Mapping[str, type[_NodeSpec]]] = {
     "step": _StepSpec,
     "llm": _LlmSpec,
@@ -347,6 +350,10 @@ def _build(spec: Any, registry: Mapping[str, Callable[..., Any]], where: str) ->
                 raise ActorError.from_code(
                     Code.NODE_CONFIG, f"{where}: messages: (role, text) pairs"
                 )
+            if pair[0] not in ROLES:
+                raise ActorError.from_code(
+                    Code.NODE_CONFIG, f"{where}: messages: a role is one of {', '.join(ROLES)}"
+                )
         common.update(
             pool=spec.pool, model=spec.model, messages=spec.messages, max_tokens=spec.max_tokens
         )
@@ -358,6 +365,8 @@ def _build(spec: Any, registry: Mapping[str, Callable[..., Any]], where: str) ->
     if isinstance(spec, _LlmSpec):
         return Llm(output_schema=spec.output_schema, **_output(spec), **common)
     if isinstance(spec, _AgentSpec):
+        if "*" in spec.grants and spec.grants != ["*"]:
+            raise ActorError.from_code(Code.NODE_CONFIG, f"{where}: grants: '*' stands alone")
         grants = ALL if spec.grants == ["*"] else Grants.of(spec.grants) if spec.grants else NONE
         return Agent(
             tools=spec.tools, grants=grants, max_turns=spec.max_turns, **_output(spec), **common
