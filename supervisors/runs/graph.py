@@ -140,8 +140,8 @@ class Step(Node):
     """``await fn(ctx)`` (:class:`~supervisors.runs.NodeContext`): returns a mapping of
     state updates, ``None`` (nothing written), ``fail(...)``, or — when ``output`` names
     a key — any value, written to that key. A returned failure and a raised exception
-    become the same node error (a raised error is classified; an unclassified one is
-    ``execution_failed``)."""
+    become the same node error (a raised error is classified; one nothing classifies is
+    ``internal``)."""
 
     kind: ClassVar[str] = "step"
 
