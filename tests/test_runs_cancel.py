@@ -139,6 +139,7 @@ async def test_a_node_that_raises_while_cancelled_is_still_cancelled(autojump_cl
     assert_cancelled(run, "stop now")
     assert len(suppressed) == 1
     assert suppressed[0].suppressed.code == "internal"
+    assert suppressed[0].actor == "/runs-test/runs/" + run.run_id + "/runner.0"
     assert suppressed[0].reason.startswith("caller of /runs-test/runs/")
 
 

@@ -11,6 +11,7 @@ import trio
 from actors import ActorError, Code, Usage, fail
 from supervisors import Backoff, BudgetLimits
 from supervisors.runs import (
+    Agent,
     Approval,
     Edge,
     Llm,
@@ -117,7 +118,9 @@ async def test_a_fatal_error_is_never_retried(autojump_clock: Any) -> None:
     assert of(run, "node:retrying") == []
 
 
-async def test_a_node_timeout_is_a_retryable_timeout(autojump_clock: Any) -> None:
+async def test_a_node_timeout_is_a_retryable_timeout_naming_the_node(
+    autojump_clock: Any,
+) -> None:
     async def slow(ctx: NodeContext) -> None:
         await trio.sleep(10)
 
@@ -129,6 +132,8 @@ async def test_a_node_timeout_is_a_retryable_timeout(autojump_clock: Any) -> Non
         run = await runs.start(wf)
         outcome = await run.wait()
     assert outcome.code == "timeout"
+    assert outcome.error is not None
+    assert (outcome.error.message, outcome.error.node_id) == ("node attempt took over 2.0 s", "a")
     assert [r.at for r in of(run, "node:started")] == [0.0, 3.0]
     assert of(run, "run:failed")[0].at == 5.0
 
@@ -207,7 +212,11 @@ class Odd(Node):
             "unsupported_node_type",
             "node 'x': unsupported node type 'odd'",
         ),
-        (Workflow(name="w", nodes=[Step(id="a")]), "node_config", "node 'a': fn: an async"),
+        (
+            Workflow(name="w", nodes=[Step(id="a")]),
+            "node_config",
+            "node 'a': fn: an async function of the node context",
+        ),
         (
             Workflow(name="w", nodes=[Llm(id="l", model="m")]),
             "node_config",
@@ -252,6 +261,104 @@ class Odd(Node):
         ),
         (Workflow(name="w", nodes=[]), "node_config", "nodes: a workflow needs a node"),
         (
+            Workflow(name="w", nodes=[Step(id="a", fn=writer("a"), timeout=0)]),
+            "node_config",
+            "node 'a': timeout: a number of seconds > 0, or None",
+        ),
+        (
+            Workflow(name="w", nodes=[Step(id="a", fn=writer("a"), timeout=float("nan"))]),
+            "node_config",
+            "node 'a': timeout: a number of seconds > 0, or None",
+        ),
+        (
+            Workflow(name="w", nodes=[Step(id="a", fn=writer("a"), writes=["", "b"])]),
+            "node_config",
+            "node 'a': writes: state keys (non-empty strings)",
+        ),
+        (
+            Workflow(name="w", nodes=[Step(id="a", fn=writer("a"), output="out")]),
+            "node_config",
+            "node 'a': output: a key the node writes",
+        ),
+        (
+            Workflow(name="w", nodes=[Llm(id="l", model="m", messages=[("user", "x")], writes=[])]),
+            "node_config",
+            "node 'l': output: a key the node writes",
+        ),
+        (
+            Workflow(
+                name="w", nodes=[Agent(id="g", model="m", messages=[("user", "x")], max_turns=0)]
+            ),
+            "node_config",
+            "node 'g': max_turns: an integer >= 1",
+        ),
+        (
+            Workflow(
+                name="w", nodes=[Agent(id="g", model="m", messages=[("user", "x")], grants=["x"])]
+            ),
+            "node_config",
+            "node 'g': grants: a Grants",
+        ),
+        (
+            Workflow(name="w", nodes=[Agent(id="g")]),
+            "node_config",
+            "node 'g': model: a model and messages",
+        ),
+        (
+            Workflow(
+                name="w", nodes=[Agent(id="g", model="m", messages=[("user", "x")], tools="x")]
+            ),
+            "node_config",
+            "node 'g': tools: no tools named 'x'",
+        ),
+        (
+            Workflow(name="w", nodes=[Router(id="r", managed_nodes=["r"])]),
+            "node_config",
+            "node 'r': pick: a function of the state, or a model and messages",
+        ),
+        (
+            Workflow(name="w", nodes=[Router(id="r", managed_nodes=["r"], pick=str, writes=["x"])]),
+            "node_config",
+            "node 'r': writes: nothing: a router writes no state",
+        ),
+        (
+            Workflow(
+                name="w",
+                nodes=[Step(id="a", fn=writer("a"), writes="a")],
+                edges=[Edge(source="a", target="a", on=["tool_faild"])],
+            ),
+            "node_config",
+            "edges[0].on: unknown code 'tool_faild'",
+        ),
+        (
+            Workflow(
+                name="w",
+                nodes=[Step(id="a", fn=writer("a"), writes="a")],
+                edges=[Edge(source="a", target="a", when=5)],  # type: ignore[arg-type]
+            ),
+            "node_config",
+            "edges[0].when: a predicate or an expression",
+        ),
+        (
+            Workflow(
+                name="w",
+                nodes=[Step(id="a", fn=writer("a"), writes="a")],
+                edges=[Edge(source="nope", target="a")],
+            ),
+            "node_config",
+            "edges[0].source: unknown node 'nope'",
+        ),
+        (
+            Workflow(name="w", nodes=[Step(id="a", fn=writer("a"), writes="a")], max_steps=0),
+            "node_config",
+            "max_steps: an integer >= 1",
+        ),
+        (
+            Workflow(name="w", nodes=[Step(id="a", fn=lambda ctx: None)]),
+            "node_config",
+            "node 'a': fn: an async function of the node context",
+        ),
+        (
             Workflow(
                 name="w",
                 nodes=[
@@ -274,7 +381,7 @@ async def test_a_workflow_that_fails_validation_never_starts(
     from supervisors.pool import ProviderPool
 
     async with running() as (tree, runs):
-        if any(isinstance(n, Llm) and n.output_schema for n in wf.nodes):
+        if any(isinstance(n, Node) and n.uses_model() for n in wf.nodes):
             runs.pools["default"] = ProviderPool.__new__(ProviderPool)
             runs._pool_names = frozenset(runs.pools)
         run = await runs.start(wf)
@@ -284,6 +391,8 @@ async def test_a_workflow_that_fails_validation_never_starts(
     assert names(run) == ["run:failed"]
     assert outcome.code == code
     assert outcome.error is not None and message in outcome.error.message
+    if message.startswith("node '"):
+        assert outcome.error.node_id == message.split("'")[1]
     assert of(run, "run:failed")[0].code == code
     assert_well_formed(run)
 

@@ -214,6 +214,16 @@ async def test_a_step_returning_neither_mapping_nor_none_is_output_validation(
     assert outcome.error.message.startswith("step 'a' returned int")
 
 
+async def test_an_error_that_names_its_node_keeps_it(autojump_clock: Any) -> None:
+    async def failing(ctx: NodeContext) -> Any:
+        raise fail("bad_request", "inner", node_id="inner").to_error()
+
+    wf = Workflow(name="w", nodes=[step("a", failing)])
+    async with running() as (_, runs):
+        outcome = await (await runs.start(wf)).wait()
+    assert outcome.error is not None and outcome.error.node_id == "inner"
+
+
 @pytest.mark.parametrize("how", ["returned", "raised"])
 async def test_returned_and_raised_failures_are_the_same_node_error(
     autojump_clock: Any, how: str
