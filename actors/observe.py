@@ -139,7 +139,12 @@ def emit(event: Event) -> None:
     (the check is one comparison; building a record is not free).
     """
     if event.level >= _min_level:
-        _log_record(event)
+        try:
+            _log_record(event)
+        except Exception as exc:  # noqa: BLE001 - reported; the emitter must go on
+            # A value the log cannot render (a cycle, a broken __repr__): the record still
+            # reaches the hooks, and the failure is logged as the sink's own.
+            _sink_failed(event, exc)
     _dispatch(event)
 
 
@@ -181,6 +186,15 @@ def _dispatch(event: Event) -> None:
             )
             if failed.level >= _min_level:
                 _log_record(failed, exc_info=exc)
+
+
+def _sink_failed(event: Event, exc: Exception) -> None:
+    failed = HookFailed(hook="log", failed_event=event.name, error=_exception_text(exc))
+    if failed.level >= _min_level:
+        try:
+            _log_record(failed)
+        except Exception:  # noqa: BLE001 - the log itself is broken: nothing more to say
+            return
 
 
 def _hook_name(hook: object) -> str:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 import trio
@@ -98,19 +98,34 @@ def cost_of(
     return None
 
 
+def _cap(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """``None``, or a number >= 0 that is not NaN (not a bool): a NaN cap is no cap."""
+    if value is None:
+        return
+    number = as_float(value)
+    if number is None or math.isnan(number) or number < 0:
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"BudgetLimits.{attribute.name} must be None or a number >= 0, "
+            f"got {type(value).__name__}",
+        )
+
+
 @attrs.frozen(kw_only=True)
 class BudgetLimits:
     """Caps for one run (``None``: no cap) and what to do at them."""
 
-    tokens: int | None = None
-    cost: float | None = None
-    turns: int | None = None
-    seconds: float | None = None
+    tokens: int | None = attrs.field(default=None, validator=_cap)
+    cost: float | None = attrs.field(default=None, validator=_cap)
+    turns: int | None = attrs.field(default=None, validator=_cap)
+    seconds: float | None = attrs.field(default=None, validator=_cap)
     warn_at: float = attrs.field(
         default=0.8,
         validator=attrs.validators.and_(attrs.validators.gt(0.0), attrs.validators.le(1.0)),
     )
-    on_exceed: OnExceed = "fail"
+    on_exceed: OnExceed = attrs.field(
+        default="fail", validator=attrs.validators.in_(("fail", "warn", "pause"))
+    )
 
     def cap(self, dimension: Dimension) -> float | None:
         value = getattr(self, str(dimension))

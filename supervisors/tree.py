@@ -86,7 +86,9 @@ class Tree:
         finally:
             # However the root ends (failure, abort, auto_shutdown), the block ends too.
             if self._body is not None:
-                self._body.cancel(reason=f"tree {self.root.path} ended")
+                # An abort's reason reaches the block's tasks (and what they report).
+                reason = self.root.cancel_reason() or f"tree {self.root.path} ended"
+                self._body.cancel(reason=reason)
             self.root.close(f"shutdown:{self.root.path}")
             self._done.set()
 

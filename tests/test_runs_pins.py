@@ -92,7 +92,10 @@ def test_the_kinds_and_the_codes_no_edge_handles() -> None:
         "router": "Router",
         "approval": "Approval",
     }
-    assert frozenset({"budget_exceeded", "run_timeout", "turn_limit", "cancelled"}) == UNHANDLED
+    assert (
+        frozenset({"budget_exceeded", "run_timeout", "turn_limit", "cancelled", "internal"})
+        == UNHANDLED
+    )
     star = Edge(source="a", target="b", on="*")
     assert [code for code in Code if star.handles(code)] == [
         code for code in Code if code not in UNHANDLED
@@ -130,7 +133,14 @@ def test_record_names_and_levels() -> None:
     [
         (lambda: NodeRetry(max_retries=-1), "NodeRetry.max_retries: an integer >= 0"),
         (lambda: NodeRetry(max_retries=True), "NodeRetry.max_retries: an integer >= 0"),
-        (lambda: NodeBreaker(failures=0), "NodeBreaker.failures: a finite number > 0"),
+        (lambda: NodeBreaker(failures=0), "NodeBreaker.failures: an integer >= 1"),
+        (lambda: NodeBreaker(failures=0.5), "NodeBreaker.failures: an integer >= 1"),
+        (lambda: NodeRetry(backoff=None), "NodeRetry.backoff: a Backoff"),
+        (lambda: Step(id="a", writes=5), "keys: a string or a list of strings, got int"),
+        (lambda: Llm(id="a", messages=5), "messages: \\(role, text\\) pairs"),
+        (lambda: Llm(id="a", messages=[("user",)]), "messages: \\(role, text\\) pairs"),
+        (lambda: Workflow(name="w", nodes=5), "nodes: a list of nodes, got int"),
+        (lambda: Workflow(name="w", nodes=[], edges=None), "edges: a list of edges, got NoneType"),
         (lambda: NodeBreaker(cooldown=float("nan")), "NodeBreaker.cooldown: a finite number"),
         (lambda: Step(id=""), "node id: a non-empty printable string without '/'"),
         (lambda: Step(id="a/b"), "node id: a non-empty printable string without '/'"),

@@ -45,28 +45,51 @@ class NodeRunner(Actor):
 
     async def handle(self, message: Any) -> Any:
         fn, arg, node_id, timeout = message
+        if timeout is not None:
+            return await self._within(fn, arg, node_id, timeout)
         try:
-            if timeout is None:
-                value = await fn(arg)
-            else:
-                with trio.move_on_after(timeout) as scope:
-                    value = await fn(arg)
-                if scope.cancelled_caught:
-                    return ActorError.from_code(
-                        Code.TIMEOUT, f"node attempt took over {timeout} s", node_id=node_id
-                    )
+            value = await fn(arg)
         except trio.Cancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - the attempt's failure, answered as a value
-            error = normalize(exc)
-            reason = await cancel_in_effect()
-            if reason is not None:
-                emit(ErrorSuppressed(actor=self.ref.path, reason=reason, suppressed=error))
-                await trio.lowlevel.checkpoint()  # raises the cancel in effect
-            return error if error.node_id else _with_node(error, node_id)
+            return await self._failed(exc, node_id)
         if isinstance(value, Failure):
             return _with_node(value.to_error(), node_id)
         return value
+
+    async def _within(
+        self, fn: Callable[[Any], Awaitable[Any]], arg: Any, node_id: str, timeout: float
+    ) -> Any:
+        """The attempt under its own timeout: past it, ``timeout`` — also when the node
+        raised while its timeout cancelled it (its error kept as the cause)."""
+        try:
+            with trio.move_on_after(timeout) as scope:
+                value = await fn(arg)
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the attempt's failure, answered as a value
+            if scope.cancel_called:
+                return _timed_out(timeout, node_id, exc)
+            return await self._failed(exc, node_id)
+        if scope.cancelled_caught:
+            return _timed_out(timeout, node_id, None)
+        if isinstance(value, Failure):
+            return _with_node(value.to_error(), node_id)
+        return value
+
+    async def _failed(self, exc: Exception, node_id: str) -> ActorError:
+        error = normalize(exc)
+        reason = await cancel_in_effect()
+        if reason is not None:
+            emit(ErrorSuppressed(actor=self.ref.path, reason=reason, suppressed=error))
+            await trio.lowlevel.checkpoint()  # raises the cancel in effect
+        return error if error.node_id else _with_node(error, node_id)
+
+
+def _timed_out(timeout: float, node_id: str, cause: Exception | None) -> ActorError:
+    return ActorError.from_code(
+        Code.TIMEOUT, f"node attempt took over {timeout} s", node_id=node_id, cause=cause
+    )
 
 
 def _with_node(error: ActorError, node_id: str) -> ActorError:

@@ -29,6 +29,7 @@ children of the run's supervisor); approvals wait here. The rules:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -54,6 +55,7 @@ from actors.nodes import Attempt
 from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget, Dimension
 from supervisors.runs.context import NodeContext
+from supervisors.runs.frozen import frozen_updates
 from supervisors.runs.graph import UNHANDLED, Approval, Node
 from supervisors.runs.kinds import WORK, Pick
 from supervisors.runs.plan import Plan
@@ -139,17 +141,24 @@ class Engine:
                 self._timed_out()
         except trio.Cancelled as exc:
             # A cancel from around the runs (their block left or cancelled, a shutdown).
-            reason = self.subtree_cancel() or await cancel_in_effect()
-            self.cancel(reason or cancellation_reason(exc) or "cancelled")
+            await self._cancelled_from_outside(exc)
             self._finish()
             raise
         except (KeyboardInterrupt, SystemExit) as exc:
             self.cancel(type(exc).__name__)
             self._finish()
             raise
-        except BaseException as exc:  # noqa: BLE001 - the catch-all: the run ends `internal`
+        except BaseException as exc:
+            if cancellation_reason(exc) is not None:  # a group of nothing but cancels
+                await self._cancelled_from_outside(exc)
+                self._finish()
+                raise
             self._internal(exc)
         self._finish()
+
+    async def _cancelled_from_outside(self, exc: BaseException) -> None:
+        reason = self.subtree_cancel() or await cancel_in_effect()
+        self.cancel(reason or cancellation_reason(exc) or "cancelled")
 
     def _timed_out(self) -> None:
         seconds = self.budget.limits.seconds
@@ -163,9 +172,6 @@ class Engine:
     def _internal(self, exc: BaseException) -> None:
         if self.cancelled is not None:
             return  # cancellation wins over whatever the cancel raised on its way out
-        if isinstance(exc, BaseExceptionGroup) and cancellation_reason(exc) is not None:
-            self.cancel(cancellation_reason(exc) or "cancelled")
-            return
         leaf = exc
         while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
             leaf = leaf.exceptions[0]
@@ -294,9 +300,6 @@ class Engine:
             self._mark(node_id, 1)
         try:
             await self._attempts(node, self.executions.get(node_id, 0) + 1)
-        except trio.Cancelled:
-            self.interrupted[node_id] = None
-            raise
         finally:
             if not counted:
                 self._mark(node_id, -1)
@@ -310,6 +313,9 @@ class Engine:
         attempt = 0
         while True:
             attempt += 1
+            # Nothing starts, and no outcome counts, once the run is ending: a cancel (or
+            # the run's failure, or its deadline) that came in the same instant wins.
+            await trio.lowlevel.checkpoint_if_cancelled()
             admission: Admission | None = None
             if breaker is not None:
                 admitted = await breaker.admit_or_refuse(node_id)
@@ -320,7 +326,14 @@ class Engine:
             run.publish(
                 NodeStarted, node_id=node_id, kind=node.kind, execution=execution, attempt=attempt
             )
-            outcome = await self._attempt(node, execution, attempt)
+            try:
+                outcome = await self._attempt(node, execution, attempt)
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except BaseException as exc:
+                self.interrupted[node_id] = None
+                if admission is not None:  # a cancelled probe frees its lease, counts nothing
+                    await breaker.record(admission, exc)  # type: ignore[union-attr]
+                raise
             if not isinstance(outcome, ActorError):
                 try:
                     updates, targets = self._outcome(node, outcome)
@@ -344,8 +357,9 @@ class Engine:
                     return
             error = outcome
             if error.code is Code.CANCELLED:
+                # The subtree's cancel (an abort, a shutdown) — never the error's own text.
                 self.interrupted[node_id] = None
-                self.cancel(error.message or "cancelled")
+                self.cancel(self.subtree_cancel() or f"node {node_id!r} was cancelled")
                 return
             if admission is not None:
                 await breaker.record(admission, error)  # type: ignore[union-attr]
@@ -400,7 +414,13 @@ class Engine:
         run propagates as ``trio.Cancelled``; a failure while the subtree is being
         cancelled (an abort, a shutdown) is that cancel."""
         if isinstance(node, Approval):
-            return await self.run.wait_approval(node)
+            if node.timeout is None:
+                return await self.run.wait_approval(node)
+            with trio.move_on_after(node.timeout):
+                return await self.run.wait_approval(node)
+            return ActorError.from_code(
+                Code.TIMEOUT, f"no decision within {node.timeout} s", node_id=node.id
+            )
         pool = self.pools.get(getattr(node, "pool", ""))
         tools = self.tools.get(getattr(node, "tools", ""))
         ctx = NodeContext(
@@ -440,9 +460,11 @@ class Engine:
         if type(outcome) is Pick:
             return {}, (outcome.target,)
         node_id = node.id
-        updates: Mapping[str, Any] = outcome
         state = self.run.state
-        if updates:
+        if not outcome:
+            updates: Mapping[str, Any] = outcome
+        else:
+            updates = dict(outcome)  # once: what is checked is what is written
             allowed = self.plan.writes[node_id]
             for key in updates:
                 if key not in allowed:
@@ -451,7 +473,7 @@ class Engine:
                         f"node {node_id!r} may not write {str(key)[:64]!r}",
                         node_id=node_id,
                     )
-            updates = dict(updates)
+            updates = frozen_updates(updates, node_id)
             state = MappingProxyType({**state, **updates})
         targets = []
         for edge in self.plan.success_edges[node_id]:
@@ -465,7 +487,16 @@ def _holds(
     when: Callable[[Mapping[str, Any]], Any], state: Mapping[str, Any], node_id: str
 ) -> bool:
     try:
-        return bool(when(state))
+        result = when(state)
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise ActorError.from_code(
+                Code.NODE_CONFIG,
+                f"node {node_id!r}: an edge's when is async; it must answer at once",
+                node_id=node_id,
+            )
+        return bool(result)
     except ActorError as error:
         error.node_id = node_id
         raise

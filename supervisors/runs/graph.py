@@ -47,7 +47,9 @@ Template = tuple[tuple[str, str], ...]
 
 _CODES = frozenset(str(code) for code in Code)
 #: Codes no edge handles: they end the run (limits) or it was cancelled.
-UNHANDLED = frozenset({Code.BUDGET_EXCEEDED, Code.RUN_TIMEOUT, Code.TURN_LIMIT, Code.CANCELLED})
+UNHANDLED = frozenset(
+    {Code.BUDGET_EXCEEDED, Code.RUN_TIMEOUT, Code.TURN_LIMIT, Code.CANCELLED, Code.INTERNAL}
+)
 
 
 def _problem(field: str, text: str) -> ActorError:
@@ -59,6 +61,11 @@ def _check_retries(instance: Any, attribute: attrs.Attribute[int], value: Any) -
         raise _problem(f"NodeRetry.{attribute.name}", "an integer >= 0")
 
 
+def _backoff(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Backoff):
+        raise _problem("NodeRetry.backoff", "a Backoff")
+
+
 @attrs.frozen(kw_only=True)
 class NodeRetry:
     """A node's failure policy: a failed attempt whose error is ``retryable`` (and not a
@@ -67,7 +74,9 @@ class NodeRetry:
     ``node:retrying`` event with the attempt that failed."""
 
     max_retries: int = attrs.field(default=2, validator=_check_retries)
-    backoff: Backoff = attrs.field(factory=lambda: Backoff(initial=1.0, factor=2.0, max=30.0))
+    backoff: Backoff = attrs.field(
+        factory=lambda: Backoff(initial=1.0, factor=2.0, max=30.0), validator=_backoff
+    )
 
 
 #: No retry at all.
@@ -79,6 +88,11 @@ def _positive(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
         raise _problem(f"NodeBreaker.{attribute.name}", "a finite number > 0")
 
 
+def _count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or value < 1:
+        raise _problem(f"NodeBreaker.{attribute.name}", "an integer >= 1")
+
+
 @attrs.frozen(kw_only=True)
 class NodeBreaker:
     """A node's circuit breaker, shared by the runs of one :class:`~supervisors.runs.Runs`
@@ -88,7 +102,7 @@ class NodeBreaker:
     (``node:skipped``, ``circuit_open``) for ``cooldown`` seconds, then one probe attempt
     is let through (half-open). A cancelled attempt counts neither way."""
 
-    failures: int = attrs.field(default=5, validator=_positive)
+    failures: int = attrs.field(default=5, validator=_count)
     cooldown: float = attrs.field(default=30.0, validator=_positive)
 
 
@@ -98,9 +112,13 @@ def _node_id(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None
 
 
 def _keys(value: Any) -> tuple[str, ...]:
+    """One key or an iterable of them, as a tuple (the items are checked by
+    ``problems``); anything else is ``node_config`` at once."""
     if isinstance(value, str):
         return (value,)
-    return tuple(value)
+    if isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
+        return tuple(value)
+    raise _problem("keys", f"a string or a list of strings, got {type(value).__name__}")
 
 
 @attrs.frozen(kw_only=True)
@@ -132,6 +150,12 @@ class Node:
             found.append(("timeout", "a number of seconds > 0, or None"))
         if not all(type(key) is str and key for key in self.writes):
             found.append(("writes", "state keys (non-empty strings)"))
+        if not isinstance(cast(object, self.retry), NodeRetry):
+            found.append(("retry", "a NodeRetry"))
+        if self.breaker is not None and not isinstance(cast(object, self.breaker), NodeBreaker):
+            found.append(("breaker", "a NodeBreaker or None"))
+        if type(cast(object, self.join)) is not bool:
+            found.append(("join", "a bool"))
         return found
 
 
@@ -158,7 +182,18 @@ class Step(Node):
 
 
 def _pairs(value: Any) -> Template:
-    return tuple((str(role), str(text)) for role, text in value)
+    """``(role, text)`` pairs as a tuple (roles and texts are checked by ``problems``)."""
+    try:
+        pairs = tuple(tuple(pair) for pair in value)
+    except TypeError:
+        raise _problem("messages", "(role, text) pairs") from None
+    if isinstance(value, str | bytes) or any(len(pair) != 2 for pair in pairs):
+        raise _problem("messages", "(role, text) pairs")
+    return cast(Template, pairs)
+
+
+#: The roles a templated message may have.
+ROLES = ("system", "user", "assistant", "tool")
 
 
 def _own_id(node: Any) -> str:
@@ -177,6 +212,18 @@ class _Model(Node):
 
     def uses_model(self) -> bool:
         return True
+
+    def problems(self) -> list[tuple[str, str]]:
+        found = super().problems()
+        if type(self.pool) is not str or not self.pool:
+            found.append(("pool", "a pool name"))
+        if self.model is not None and (type(self.model) is not str or not self.model):
+            found.append(("model", "a model name or None"))
+        if not all(role in ROLES and type(text) is str for role, text in self.messages):
+            found.append(("messages", f"(role, text) pairs, a role one of {', '.join(ROLES)}"))
+        if type(self.max_tokens) is not int or self.max_tokens < 1:
+            found.append(("max_tokens", "an integer >= 1"))
+        return found
 
 
 def _writes_output(node: Any) -> tuple[str, ...]:
@@ -205,6 +252,14 @@ class Llm(_Model):
         found = super().problems()
         if self.request is None and (not self.model or not self.messages):
             found.append(("model", "a request, or a model and messages"))
+        if self.request is not None and not (
+            isinstance(self.request, LlmRequest) or callable(cast(object, self.request))
+        ):
+            found.append(("request", "an LlmRequest or a function of the state"))
+        if self.output_schema is not None and not isinstance(
+            cast(object, self.output_schema), Mapping
+        ):
+            found.append(("output_schema", "a JSON Schema (a mapping) or None"))
         if self.output not in self.writes:
             found.append(("output", "a key the node writes"))
         return found
@@ -278,6 +333,12 @@ class Approval(Node):
 
     prompt: str = ""
 
+    def problems(self) -> list[tuple[str, str]]:
+        found = super().problems()
+        if type(self.prompt) is not str:
+            found.append(("prompt", "a string"))
+        return found
+
 
 #: The node kinds the engine runs.
 KINDS: Mapping[str, type[Node]] = {cls.kind: cls for cls in (Step, Llm, Agent, Router, Approval)}
@@ -304,11 +365,15 @@ class Edge:
 
 
 def _nodes(value: Iterable[Node]) -> tuple[Node, ...]:
-    return tuple(value)
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+        return tuple(value)
+    raise _problem("nodes", f"a list of nodes, got {type(value).__name__}")
 
 
 def _edges(value: Iterable[Edge]) -> tuple[Edge, ...]:
-    return tuple(value)
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+        return tuple(value)
+    raise _problem("edges", f"a list of edges, got {type(value).__name__}")
 
 
 @attrs.frozen(kw_only=True)
@@ -357,6 +422,19 @@ class Workflow:
                             _node_problem(node.id, "managed_nodes", f"unknown node {target!r}")
                         )
         for index, edge in enumerate(self.edges):
+            if not isinstance(cast(object, edge), Edge):
+                found.append(
+                    ActorError.from_code(
+                        Code.NODE_CONFIG, f"edges[{index}]: an Edge, got {type(edge).__name__}"
+                    )
+                )
+                continue
+            if inspect.iscoroutinefunction(edge.when):
+                found.append(
+                    ActorError.from_code(
+                        Code.NODE_CONFIG, f"edges[{index}].when: a plain predicate, not async"
+                    )
+                )
             for end in ("source", "target"):
                 if getattr(edge, end) not in ids:
                     found.append(
@@ -378,13 +456,16 @@ class Workflow:
                         Code.NODE_CONFIG, f"edges[{index}].when: a predicate or an expression"
                     )
                 )
-        for node_id in self.start or (self.nodes[:1] and (self.nodes[0].id,)):
+        first = getattr(self.nodes[0], "id", None) if self.nodes else None
+        for node_id in self.start or ((first,) if first is not None else ()):
             if node_id not in ids:
                 found.append(
                     ActorError.from_code(Code.NODE_CONFIG, f"start: unknown node {node_id!r}")
                 )
         if not self.nodes:
             found.append(ActorError.from_code(Code.NODE_CONFIG, "nodes: a workflow needs a node"))
+        if type(self.name) is not str or not self.name:
+            found.append(ActorError.from_code(Code.NODE_CONFIG, "name: a non-empty string"))
         if type(self.max_steps) is not int or self.max_steps < 1:
             found.append(ActorError.from_code(Code.NODE_CONFIG, "max_steps: an integer >= 1"))
         return found

@@ -239,6 +239,13 @@ def load_workflow(
     docstring); ``functions`` are what ``fn`` and ``pick`` may name."""
     if type(text) is not str:
         raise ActorError.from_code(Code.CONFIG_INVALID, "load_workflow: text must be a str")
+    if functions is not None and (
+        not isinstance(functions, Mapping)
+        or not all(type(name) is str and callable(fn) for name, fn in functions.items())
+    ):
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, "load_workflow: functions must map names to functions"
+        )
     registry = dict(functions or {})
     try:
         raw = tomllib.loads(text)

@@ -84,7 +84,8 @@ class Run:
         self._done = trio.Event()
         self._ended = False
         self._detailed: str | None = None
-        self._pending: dict[str | None, _Pending] = {}
+        #: What waits for a decision, oldest first, by node id (``None``: the budget).
+        self._pending: dict[str | None, list[_Pending]] = {}
         #: The engine's cancel, once it drives the run.
         self._cancel: Callable[[str], None] | None = None
         self._early_cancel: str | None = None
@@ -136,8 +137,9 @@ class Run:
         self.status = status
         self.error = error
         self._reason = fields.get("reason")
-        for pending in self._pending.values():
-            pending.decided.set()
+        for waiting in self._pending.values():
+            for pending in waiting:
+                pending.decided.set()
 
     def end_failed(self, error: ActorError, node_id: str | None, **fields: Any) -> None:
         """:meth:`end` with ``run:failed`` for ``error``."""
@@ -178,7 +180,9 @@ class Run:
     @property
     def pending(self) -> tuple[str | None, ...]:
         """What waits for a decision: approval node ids, ``None`` for a budget pause."""
-        return tuple(key for key, p in self._pending.items() if p.decision is None)
+        return tuple(
+            key for key, waiting in self._pending.items() for p in waiting if p.decision is None
+        )
 
     def decide(self, node_id: str, decision: Decision, *, by: str, reason: str = "") -> None:
         """Answer the approval node ``node_id``: ``"approve"`` or ``"deny"`` (audited in
@@ -208,16 +212,23 @@ class Run:
         reason: Any,
         limits: BudgetLimits | None,
     ) -> None:
+        if key is not None and type(key) is not str:
+            raise _bad("node must be a node id (a string)")
         if decision not in ("approve", "deny"):
             raise _bad("decision must be 'approve' or 'deny'")
         if type(by) is not str or not by or type(reason) is not str:
             raise _bad("by must be a non-empty string and reason a string")
-        pending = self._pending.get(key)
-        if pending is None or pending.decision is not None:
+        undecided = [p for p in self._pending.get(key, ()) if p.decision is None]
+        if not undecided:
             what = "the budget" if key is None else f"node {key!r}"
             raise _bad(f"run {self.run_id}: {what} waits for no decision")
-        pending.decision = (decision, by, reason, limits)
-        pending.decided.set()
+        # A node reached twice waits twice: one decision each, oldest first. A budget
+        # paused in several branches at once is one decision for all of them.
+        for pending in undecided if key is None else undecided[:1]:
+            pending.decision = (decision, by, reason, limits)
+            pending.decided.set()
+        # Audited when it is made, in the order decisions are made.
+        self.publish(ApprovalDecided, node_id=key, decision=decision, by=by, reason=reason)
 
     # -- waits of the engine --------------------------------------------------------------
 
@@ -243,19 +254,19 @@ class Run:
         self, key: str | None, prompt: str
     ) -> tuple[Decision, str, str, BudgetLimits | None]:
         pending = _Pending()
-        self._pending[key] = pending
+        waiting = self._pending.setdefault(key, [])
+        waiting.append(pending)
         try:
             self.publish(ApprovalRequested, node_id=key, prompt=prompt)
             await pending.decided.wait()
         finally:
-            del self._pending[key]
+            waiting.remove(pending)
+            if not waiting:
+                del self._pending[key]
         decision = pending.decision
         if decision is None:  # the run ended meanwhile
             await trio.lowlevel.checkpoint()
             raise ActorError.from_code(Code.CANCELLED, "run ended")
-        self.publish(
-            ApprovalDecided, node_id=key, decision=decision[0], by=decision[1], reason=decision[2]
-        )
         return decision
 
     def budget_record(self, record: Event) -> None:

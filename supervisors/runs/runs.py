@@ -60,9 +60,16 @@ async def open_runs(
     name them. ``prices``: for the cost of attempts whose provider reports none.
     ``runners``: node runners per run (a fan-out wider than that queues).
     """
-    parent = tree.root if isinstance(tree, Tree) else tree
-    if type(runners) is not int or runners < 1:
-        raise ActorError.from_code(Code.CONFIG_INVALID, "open_runs: runners must be an int >= 1")
+    if isinstance(tree, Tree):
+        parent = tree.root
+    elif isinstance(tree, Supervisor):
+        parent = tree
+    else:
+        raise _config("tree", "a Tree or a Supervisor", tree)
+    if type(runners) is not int or not 1 <= runners <= MAX_RUNNERS:
+        raise _config("runners", f"an int from 1 to {MAX_RUNNERS}", runners)
+    named_pools, named_tools = _named(pools, ProviderPool), _named(tools, Tools)
+    price_table = _prices(prices)
     await parent.start_child(
         ChildSpec(
             id=name,
@@ -70,20 +77,50 @@ async def open_runs(
             restart="temporary",
         )
     )
-    runs = Runs(
-        parent.child(name), _named(pools, ProviderPool), _named(tools, Tools), prices, runners
-    )
+    runs = Runs(parent.child(name), named_pools, named_tools, price_table, runners)
     try:
         async with trio.open_nursery() as nursery:
             runs._nursery = nursery
             try:
                 yield runs
             finally:
-                reason = await cancel_in_effect()
+                # The tree's own cancel (an abort) first, then a cancel of a scope around.
+                reason = runs.supervisor.cancel_reason() or await cancel_in_effect()
                 runs.close(reason or "runs closed")
     finally:
         with trio.CancelScope(shield=True):
-            await parent.terminate_child(name, reason="runs closed")
+            await _terminate(parent, name, "runs closed")
+
+
+#: The most node runners a run may have (each is an actor; a wider fan-out queues).
+MAX_RUNNERS = 64
+
+
+def _config(field: str, expected: str, value: Any) -> ActorError:
+    return ActorError.from_code(
+        Code.CONFIG_INVALID, f"open_runs: {field} must be {expected}, got {type(value).__name__}"
+    )
+
+
+def _prices(value: Any) -> dict[tuple[str, str], Price]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(key, tuple) and len(key) == 2 and isinstance(price, Price)
+        for key, price in value.items()
+    ):
+        raise _config("prices", "a mapping of (provider, model) to Price", value)
+    return dict(value)
+
+
+async def _terminate(parent: Supervisor, child_id: str, reason: str) -> None:
+    """Stop and forget a child; one already gone (its tree ended, someone terminated it,
+    it gave up past its restart intensity) is fine."""
+    try:
+        await parent.terminate_child(child_id, reason=reason)
+    except ActorError as error:
+        if error.code is not Code.CHILD_NOT_FOUND:
+            raise
 
 
 def _named(value: Any, kind: type) -> dict[str, Any]:
@@ -94,9 +131,8 @@ def _named(value: Any, kind: type) -> dict[str, Any]:
     if not isinstance(value, Mapping) or not all(
         type(k) is str and isinstance(v, kind) for k, v in value.items()
     ):
-        raise ActorError.from_code(
-            Code.CONFIG_INVALID,
-            f"open_runs: expected a {kind.__name__} or a mapping of names to them",
+        raise _config(
+            f"{kind.__name__} values", f"a {kind.__name__} or a mapping of names to them", value
         )
     return dict(value)
 
@@ -142,7 +178,7 @@ class Runs:
             raise _bad("workflow", "a Workflow", workflow)
         state = inputs_of(inputs)
         if state is None:
-            raise _bad("inputs", "a mapping with string keys, or None", inputs)
+            raise _bad("inputs", "a mapping with string keys and no cycle, or None", inputs)
         if limits is None:
             limits = BudgetLimits()
         elif not isinstance(limits, BudgetLimits):
@@ -182,6 +218,10 @@ class Runs:
         await self.supervisor.start_child(
             ChildSpec(id=run_id, supervisor=spec, restart="temporary")
         )
+        if self.closed:  # closed while the supervisor started
+            with trio.CancelScope(shield=True):
+                await _terminate(self.supervisor, run_id, "runs closed")
+            raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
         run_supervisor = self.supervisor.child(run_id)
         workers = Workers([run_supervisor.ref(f"runner.{i}") for i in range(self.runners)])
         engine = Engine(
@@ -192,7 +232,9 @@ class Runs:
             pools=self.pools,
             tools=self.tools,
             breaker_of=self._breaker,
-            cancel_reason=run_supervisor.cancel_reason,
+            # A cancel of the runs or above (an abort, a shutdown) — not the run
+            # supervisor's own ending, which a crash past its intensity also is.
+            cancel_reason=self.supervisor.cancel_reason,
         )
         run._cancel = engine.cancel
         self.live[run_id] = run
@@ -219,6 +261,11 @@ class Runs:
                 await run.wait()
             raise
 
+    @property
+    def closed(self) -> bool:
+        """No run starts any more (the block is being left)."""
+        return self._closed is not None
+
     def get(self, run_id: str) -> Run | None:
         return self.live.get(run_id)
 
@@ -236,17 +283,8 @@ class Runs:
         finally:
             del self.live[run_id]
             with trio.CancelScope(shield=True):
-                await self._remove(run_id, engine.run.status)
+                await _terminate(self.supervisor, run_id, f"run {engine.run.status}")
             engine.run.settle()
-
-    async def _remove(self, run_id: str, status: str) -> None:
-        """Stop and forget a run's supervisor; one already gone (its tree ended, or it
-        gave up past its restart intensity) is fine."""
-        try:
-            await self.supervisor.terminate_child(run_id, reason=f"run {status}")
-        except ActorError as error:
-            if error.code is not Code.CHILD_NOT_FOUND:
-                raise
 
     def _plan(self, workflow: Workflow) -> Plan | ActorError:
         cached = self._plans.get(id(workflow))
@@ -261,6 +299,12 @@ class Runs:
                 plan = Plan(workflow)
             except ActorError as error:
                 plan = error
+            except Exception as error:  # noqa: BLE001 - a value problems() let through
+                plan = ActorError.from_code(
+                    Code.NODE_CONFIG,
+                    f"workflow {workflow.name!r}: {type(error).__name__}",
+                    cause=error,
+                )
         if len(self._plans) >= 256:  # workflows made on the fly: keep the cache bounded
             self._plans.clear()
         self._plans[id(workflow)] = (workflow, plan)
