@@ -193,8 +193,11 @@ def _sink_failed(event: Event, exc: Exception) -> None:
     if failed.level >= _min_level:
         try:
             _log_record(failed)
-        except Exception:  # noqa: BLE001 - the log itself is broken: nothing more to say
-            return
+        except Exception as broken:  # noqa: BLE001 - the log itself is broken: say so plainly
+            print(
+                f"resilient-actors: the log cannot write {event.name}: {type(broken).__name__}",
+                file=sys.stderr,
+            )
 
 
 def _hook_name(hook: object) -> str:
