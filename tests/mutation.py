@@ -105,11 +105,14 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_policy.py",
         "tests/test_runs_cancel.py",
         "tests/test_runs_llm.py",
+        "tests/test_runs_hostile.py",
+        "tests/test_runs_conditions.py",
     ),
     "supervisors/runs/graph.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",
         "tests/test_runs_pins.py",
+        "tests/test_runs_hostile.py",
     ),
     "actors/nodes/runner.py": (
         "tests/test_runs_steps.py",
