@@ -118,6 +118,7 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",
         "tests/test_runs_cancel.py",
+        "tests/test_runs_hostile.py",
     ),
     "supervisors/tools/entry.py": (
         "tests/test_tools_errors.py",

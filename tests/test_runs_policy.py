@@ -586,3 +586,29 @@ async def test_the_wall_clock_ends_the_run_with_run_timeout(autojump_clock: Any)
         "The run exceeded its time limit.",
     )
     assert_well_formed(run)
+
+
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [("returns", None), ("fails", "bad_request"), ("raises", "internal")],
+)
+async def test_a_node_with_a_timeout_answers_as_one_without(
+    autojump_clock: Any, how: str, code: str | None
+) -> None:
+    async def quick(ctx: NodeContext) -> Any:
+        await trio.sleep(1)
+        if how == "fails":
+            return fail("bad_request", "no")
+        if how == "raises":
+            raise ValueError("boom")
+        return {"done": True}
+
+    wf = Workflow(name="w", nodes=[step("a", quick, "done", timeout=5.0)])
+    async with running() as (_, runs):
+        outcome = await (await runs.start(wf)).wait()
+    assert outcome.code == code
+    if code is None:
+        assert outcome.state["done"] is True
+    else:
+        assert outcome.error is not None and outcome.error.node_id == "a"
+        assert isinstance(outcome.error.__cause__, ValueError) == (how == "raises")
