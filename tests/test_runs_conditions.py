@@ -201,6 +201,7 @@ async def test_a_fatal_condition_fails_its_source_node_unretried(autojump_clock:
         run = await runs.start(wf)
         outcome = await run.wait()
     assert outcome.code == "sandbox_error"
+    assert outcome.error is not None and outcome.error.node_id == "a"
     assert dict(outcome.state) == {}  # the node's write was not applied
     assert len(calls.calls) == 1
     assert of(run, "node:failed")[0].message == "An expression failed to evaluate in the sandbox."
@@ -221,3 +222,44 @@ async def test_a_runaway_condition_retries_its_source_node(autojump_clock: Any) 
     assert outcome.code == "sandbox_error"
     assert [r.code for r in of(run, "node:retrying")] == ["sandbox_error", "sandbox_error"]
     assert len(calls.calls) == 3
+
+
+@pytest.mark.trio
+async def test_a_python_predicate_that_raises_fails_its_source_node_internal(
+    autojump_clock: Any,
+) -> None:
+    def broken(state: Any) -> bool:
+        raise KeyError("nope")
+
+    wf = Workflow(
+        name="w",
+        nodes=[step("a", writer("n", 5), "n"), step("b", writer("b"), "b")],
+        edges=[Edge(source="a", target="b", when=broken)],
+    )
+    async with running() as (_, runs):
+        run = await runs.start(wf)
+        outcome = await run.wait()
+    assert outcome.code == "internal"
+    assert outcome.error is not None and outcome.error.node_id == "a"
+    assert isinstance(outcome.error.__cause__, KeyError)
+    assert dict(outcome.state) == {}
+    assert of(run, "node:failed")[0].node_id == "a"
+
+
+@pytest.mark.trio
+async def test_a_python_predicate_answers_by_truthiness(autojump_clock: Any) -> None:
+    wf = Workflow(
+        name="w",
+        nodes=[
+            step("a", writer("n", 5), "n"),
+            step("b", writer("b"), "b"),
+            step("c", writer("c"), "c"),
+        ],
+        edges=[
+            Edge(source="a", target="b", when=lambda state: [state["n"]]),
+            Edge(source="a", target="c", when=lambda state: ""),
+        ],
+    )
+    async with running() as (_, runs):
+        outcome = await (await runs.start(wf)).wait()
+    assert dict(outcome.state) == {"n": 5, "b": 1}

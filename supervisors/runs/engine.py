@@ -501,7 +501,9 @@ def _holds(
         error.node_id = node_id
         raise
     except Exception as exc:
-        raise normalize(exc) from exc
+        failure = normalize(exc)
+        failure.node_id = node_id
+        raise failure from exc
 
 
 _INF = math.inf
