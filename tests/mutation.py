@@ -108,6 +108,11 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_hostile.py",
         "tests/test_runs_conditions.py",
     ),
+    "supervisors/runs/commit.py": (
+        "tests/test_runs_steps.py",
+        "tests/test_runs_conditions.py",
+        "tests/test_runs_hostile.py",
+    ),
     "supervisors/runs/graph.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",

@@ -29,8 +29,6 @@ children of the run's supervisor); approvals wait here. The rules:
 
 from __future__ import annotations
 
-import inspect
-import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -54,10 +52,10 @@ from actors.lowlevel import cancel_in_effect, cancellation_reason
 from actors.nodes import Attempt
 from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget, Dimension
+from supervisors.runs.commit import outcome_of
 from supervisors.runs.context import NodeContext
-from supervisors.runs.frozen import frozen_updates
 from supervisors.runs.graph import UNHANDLED, Approval, Node
-from supervisors.runs.kinds import WORK, Pick
+from supervisors.runs.kinds import WORK
 from supervisors.runs.plan import Plan
 from supervisors.runs.run import shown
 from supervisors.tools.entry import Workers
@@ -455,55 +453,6 @@ class Engine:
         return report
 
     def _outcome(self, node: Node, outcome: Any) -> tuple[Mapping[str, Any], tuple[str, ...]]:
-        """The updates and the next nodes of a successful attempt (raises the attempt's
-        failure: a write outside ``writes``, a condition that failed)."""
-        if type(outcome) is Pick:
-            return {}, (outcome.target,)
-        node_id = node.id
-        state = self.run.state
-        if not outcome:
-            updates: Mapping[str, Any] = outcome
-        else:
-            updates = dict(outcome)  # once: what is checked is what is written
-            allowed = self.plan.writes[node_id]
-            for key in updates:
-                if key not in allowed:
-                    raise ActorError.from_code(
-                        Code.PERMISSION_DENIED,
-                        f"node {node_id!r} may not write {str(key)[:64]!r}",
-                        node_id=node_id,
-                    )
-            updates = frozen_updates(updates, node_id)
-            state = MappingProxyType({**state, **updates})
-        targets = []
-        for edge in self.plan.success_edges[node_id]:
-            when = edge.when
-            if when is None or _holds(when, state, node_id):
-                targets.append(edge.target)
-        return updates, tuple(targets)
-
-
-def _holds(
-    when: Callable[[Mapping[str, Any]], Any], state: Mapping[str, Any], node_id: str
-) -> bool:
-    try:
-        result = when(state)
-        if inspect.isawaitable(result):
-            if inspect.iscoroutine(result):
-                result.close()
-            raise ActorError.from_code(
-                Code.NODE_CONFIG,
-                f"node {node_id!r}: an edge's when is async; it must answer at once",
-                node_id=node_id,
-            )
-        return bool(result)
-    except ActorError as error:
-        error.node_id = node_id
-        raise
-    except Exception as exc:
-        failure = normalize(exc)
-        failure.node_id = node_id
-        raise failure from exc
-
-
-_INF = math.inf
+        """The updates and the next nodes of a successful attempt (see
+        :func:`~supervisors.runs.commit.outcome_of`)."""
+        return outcome_of(self.plan, self.run.state, node, outcome)

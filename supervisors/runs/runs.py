@@ -17,7 +17,6 @@ over its node runners, and its engine runs in a task of the block. So:
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -335,6 +334,3 @@ def _bad(field: str, expected: str, value: Any) -> ActorError:
     return ActorError.from_code(
         Code.INPUT_VALIDATION, f"Runs.start: {field} must be {expected}, got {type(value).__name__}"
     )
-
-
-_INF = math.inf
