@@ -241,6 +241,7 @@ async def test_a_python_predicate_that_raises_fails_its_source_node_internal(
         outcome = await run.wait()
     assert outcome.code == "internal"
     assert outcome.error is not None and outcome.error.node_id == "a"
+    assert outcome.error.message == "unclassified KeyError: 'nope'"
     assert isinstance(outcome.error.__cause__, KeyError)
     assert dict(outcome.state) == {}
     assert of(run, "node:failed")[0].node_id == "a"
@@ -263,3 +264,21 @@ async def test_a_python_predicate_answers_by_truthiness(autojump_clock: Any) -> 
     async with running() as (_, runs):
         outcome = await (await runs.start(wf)).wait()
     assert dict(outcome.state) == {"n": 5, "b": 1}
+
+
+@pytest.mark.trio
+async def test_a_predicate_that_returns_an_awaitable_is_node_config(autojump_clock: Any) -> None:
+    async def later() -> bool:
+        return True
+
+    wf = Workflow(
+        name="w",
+        nodes=[step("a", writer("n", 5), "n"), step("b", writer("b"), "b")],
+        edges=[Edge(source="a", target="b", when=lambda state: later())],
+    )
+    async with running() as (_, runs):
+        outcome = await (await runs.start(wf)).wait()
+    assert outcome.code == "node_config"
+    assert outcome.error is not None and outcome.error.node_id == "a"
+    assert outcome.error.message == "node 'a': an edge's when is async; it must answer at once"
+    assert dict(outcome.state) == {}
