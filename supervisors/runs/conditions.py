@@ -10,8 +10,11 @@ AST walker, never ``eval()`` — with these rules:
   comparisons, ``and``/``or``/``not``, arithmetic, ``x if c else y``, subscripts
   (``doc['title']``, ``items[0]``), comprehensions;
 * **functions**: ``len``, ``min``, ``max``, ``abs``, ``round``, ``int``, ``float``,
-  ``str``, ``bool``, ``any``, ``all`` — nothing else; no attribute access at all (so no
-  method calls), no lambdas, no imports, no assignments, one expression only;
+  ``str``, ``bool``, ``any``, ``all``, and simpleeval's ``list``, ``tuple``, ``dict``,
+  ``set`` — nothing else; no attribute access at all (so no method calls), no ``%``
+  string formatting and no f-string format specs (a width such as ``'%09999999d'``
+  would build a huge string in one step), no lambdas, no imports, no assignments, one
+  expression only;
 * **limits**: ``max_length`` characters of source; ``max_operations`` evaluated nodes
   and ``time_limit`` seconds (``time.perf_counter``: a guard on this synchronous
   computation, not run time) per evaluation; simpleeval's own caps on big strings
@@ -82,6 +85,12 @@ def _sandbox(text: str, *, retryable: bool = False) -> ActorError:
     )
 
 
+def _modulo(left: Any, right: Any) -> Any:
+    if isinstance(left, str | bytes):
+        raise simpleeval.FeatureNotAvailable("string formatting is not allowed")
+    return left % right
+
+
 def _power(base: Any, exponent: Any) -> Any:
     if isinstance(exponent, int | float) and abs(exponent) > MAX_EXPONENT:
         raise simpleeval.NumberTooHigh("exponent too large")
@@ -123,6 +132,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):  # type: ignore[misc]
     def __init__(self, max_operations: int, time_limit: float) -> None:
         operators = dict(simpleeval.DEFAULT_OPERATORS)
         operators[ast.Pow] = _power
+        operators[ast.Mod] = _modulo
         super().__init__(operators=operators, functions=dict(FUNCTIONS), names={})
         self.max_operations = max_operations
         self.time_limit = time_limit
@@ -140,6 +150,11 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):  # type: ignore[misc]
 
     def _eval_attribute(self, node: ast.Attribute) -> NoReturn:
         raise simpleeval.FeatureNotAvailable("attribute access is not allowed")
+
+    def _eval_formattedvalue(self, node: ast.FormattedValue) -> Any:
+        if node.format_spec is not None:
+            raise simpleeval.FeatureNotAvailable("format specs are not allowed")
+        return super()._eval_formattedvalue(node)
 
 
 class Condition:
@@ -182,6 +197,7 @@ class Condition:
         evaluator = self._evaluator
         evaluator.names = _Names(state)
         evaluator.operations = 0
+        evaluator._max_count = 0  # simpleeval's comprehension count, reset only by eval()
         evaluator.deadline = time.perf_counter() + evaluator.time_limit
         try:
             result = evaluator._eval(self._tree)
