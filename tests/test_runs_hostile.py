@@ -453,3 +453,91 @@ async def test_load_workflow_with_bad_functions_is_config_invalid() -> None:
     with pytest.raises(ActorError, match="functions must map names to functions") as info:
         load_workflow('name = "w"', functions=5)  # type: ignore[arg-type]
     assert info.value.code is Code.CONFIG_INVALID
+
+
+# -- the second hostile pass ------------------------------------------------------------
+
+
+async def test_the_deadline_after_a_budget_approval_without_seconds_is_run_timeout(
+    autojump_clock: Any,
+) -> None:
+    from actors import Usage
+
+    async def charge_then_wait(ctx: NodeContext) -> None:
+        await ctx.budget.charge(Usage(input_tokens=200))
+        await trio.sleep(100)
+
+    wf = Workflow(name="w", nodes=[step("a", charge_then_wait)])
+    limits = BudgetLimits(tokens=100, seconds=30, on_exceed="pause")
+    async with running() as (_, runs):
+        run = await runs.start(wf, limits=limits)
+        await trio.sleep(1)
+        run.decide_budget("approve", by="ops", limits=BudgetLimits(tokens=1000))
+        outcome = await run.wait()
+    assert outcome.code == "run_timeout"
+    assert outcome.error is not None and outcome.error.message == "run over its 30 s wall clock"
+    assert of(run, "run:failed")[0].at == 30.0
+
+
+async def test_a_decision_accepted_in_the_instant_of_the_timeout_counts(
+    autojump_clock: Any,
+) -> None:
+    wf = Workflow(
+        name="w",
+        nodes=[
+            Approval(id="ok", timeout=5.0, retry=NodeRetry(max_retries=0)),
+            step("b", writer("b"), "b"),
+        ],
+        edges=[Edge(source="ok", target="b")],
+    )
+    async with running() as (_, runs):
+        run = await runs.start(wf)
+        await trio.sleep(5)
+        try:  # either the timeout took the wait away first, or the decision counts
+            run.decide("ok", "approve", by="x")
+        except ActorError as refused:
+            assert refused.message == f"run {run.run_id}: node 'ok' waits for no decision"
+            accepted = False
+        else:
+            accepted = True
+        outcome = await run.wait()
+    if accepted:
+        assert outcome.status == "completed"
+        assert [d.at for d in of(run, "approval:decided")] == [5.0]
+    else:
+        assert outcome.code == "timeout"
+        assert of(run, "approval:decided") == []
+
+
+async def test_branches_queued_for_a_runner_start_when_one_takes_them(
+    autojump_clock: Any,
+) -> None:
+    async def work(ctx: NodeContext) -> None:
+        await trio.sleep(4)
+
+    wf = Workflow(
+        name="w",
+        nodes=[step(f"b{i}", work) for i in range(4)],
+        start=[f"b{i}" for i in range(4)],
+    )
+    async with running(runners=2) as (_, runs):
+        run = await runs.start(wf)
+        await trio.sleep(3)
+        started = sorted(r.node_id for r in of(run, "node:started"))
+        assert len(started) == 2  # two runners: two branches began, two wait
+        run.cancel("enough")
+        await run.wait()
+    assert sorted(run.history[-1].in_flight) == started
+    assert len(of(run, "node:started")) == 2
+
+
+async def test_a_queued_branch_reports_its_own_duration(autojump_clock: Any) -> None:
+    async def work(ctx: NodeContext) -> None:
+        await trio.sleep(4)
+
+    wf = Workflow(name="w", nodes=[step(f"b{i}", work) for i in range(2)], start=["b0", "b1"])
+    async with running(runners=1) as (_, runs):
+        run = await runs.start(wf)
+        await run.wait()
+    done = of(run, "node:completed")
+    assert sorted((r.at, r.duration) for r in done) == [(4.0, 4.0), (8.0, 4.0)]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from actors import ActorError, Code
 from actors.providers import Message
@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from supervisors.tools import Tools
 
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class Reporter(Protocol):
+    """What an attempt tells its run (the engine implements it)."""
+
+    def node_started(self, ctx: NodeContext) -> bool:
+        """The attempt begins now: ``node:started`` is published and ``True`` returned —
+        or ``False`` when the run is ending (the attempt must not start)."""
+
+    def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
+        """A tool call of the attempt ended with ``code`` (``"ok"`` or the error's)."""
 
 
 class NodeContext:
@@ -38,8 +49,9 @@ class NodeContext:
         "node",
         "node_id",
         "pool",
-        "report_tool",
+        "reporter",
         "run_id",
+        "started_at",
         "state",
         "tools",
     )
@@ -55,7 +67,7 @@ class NodeContext:
         budget: Budget,
         pool: ProviderPool | None,
         tools: Tools | None,
-        report_tool: Callable[[str, int, str, str], None],
+        reporter: Reporter,
         checker: Checker | None = None,
     ) -> None:
         self.run_id = run_id
@@ -68,8 +80,10 @@ class NodeContext:
         self.budget = budget
         self.pool = pool
         self.tools = tools
-        self.report_tool = report_tool
+        self.reporter = reporter
         self.checker = checker
+        #: When the attempt began (``None``: it has not, e.g. still queued for a runner).
+        self.started_at: float | None = None
 
     def __repr__(self) -> str:
         return f"NodeContext({self.run_id!r}, {self.node_id!r}, attempt={self.attempt})"

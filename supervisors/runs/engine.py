@@ -55,7 +55,7 @@ from supervisors.budget import Budget, Dimension
 from supervisors.runs.commit import outcome_of
 from supervisors.runs.context import NodeContext
 from supervisors.runs.graph import UNHANDLED, Approval, Node
-from supervisors.runs.kinds import WORK
+from supervisors.runs.kinds import run_attempt
 from supervisors.runs.plan import Plan
 from supervisors.runs.run import shown
 from supervisors.tools.entry import Workers
@@ -64,10 +64,6 @@ if TYPE_CHECKING:
     from supervisors.pool import ProviderPool
     from supervisors.runs.run import Run
     from supervisors.tools import Tools
-
-
-class _Ended(Exception):
-    """Raised by the engine to itself: the run is over (the reason is in the engine)."""
 
 
 class Engine:
@@ -94,7 +90,8 @@ class Engine:
         self.breaker_of = breaker_of
         self.subtree_cancel = cancel_reason
         self.ready: deque[str] = deque()
-        self.running: dict[str, int] = {}
+        #: Node executions under way (in the loop's task or in tasks of their own).
+        self.in_flight = 0
         self.executions: dict[str, int] = {}
         self.steps = 0
         self.fired: dict[str, set[str]] = {}
@@ -106,6 +103,9 @@ class Engine:
         self.wake = trio.Event()
         self.nursery: trio.Nursery | None = None
         self.scope = trio.CancelScope()
+        self.timer = trio.CancelScope(deadline=budget.deadline)
+        #: The wall-clock cap as it was when the run started (the deadline never moves).
+        self.seconds = budget.limits.seconds
         self.started = trio.current_time()
 
     # -- ending ---------------------------------------------------------------------
@@ -127,7 +127,7 @@ class Engine:
         """Run the run to its end and publish exactly one terminal record."""
         run = self.run
         try:
-            with self.scope, trio.CancelScope(deadline=self.budget.deadline) as timer:
+            with self.scope, self.timer:
                 run.publish(
                     RunStarted,
                     workflow=self.plan.name,
@@ -135,7 +135,7 @@ class Engine:
                     wall_time=run.wall_time,
                 )
                 await self._walk()
-            if self.failure is None and self.cancelled is None and timer.cancelled_caught:
+            if self.failure is None and self.cancelled is None and self.timer.cancelled_caught:
                 self._timed_out()
         except trio.Cancelled as exc:
             # A cancel from around the runs (their block left or cancelled, a shutdown).
@@ -159,10 +159,11 @@ class Engine:
         self.cancel(reason or cancellation_reason(exc) or "cancelled")
 
     def _timed_out(self) -> None:
-        seconds = self.budget.limits.seconds
         self.fail(
             ActorError.from_code(
-                Code.RUN_TIMEOUT, f"run over its {seconds:g} s wall clock", run_id=self.run.run_id
+                Code.RUN_TIMEOUT,
+                f"run over its {self.seconds:g} s wall clock",
+                run_id=self.run.run_id,
             ),
             None,
         )
@@ -215,14 +216,14 @@ class Engine:
             while not self._over():
                 while ready and not self._over():
                     node_id = ready.popleft()
-                    if not self.running and not ready:
+                    if not self.in_flight and not ready:
                         await self._execute(node_id)
                     else:
-                        self._mark(node_id, 1)
+                        self.in_flight += 1
                         nursery.start_soon(self._execute_task, node_id)
                 if self._over():
                     break
-                if not self.running:
+                if not self.in_flight:
                     if not self._release_joins():
                         break
                     continue
@@ -233,18 +234,15 @@ class Engine:
     def _over(self) -> bool:
         return self.failure is not None
 
-    def _mark(self, node_id: str, delta: int) -> None:
-        count = self.running.get(node_id, 0) + delta
-        if count:
-            self.running[node_id] = count
-        else:
-            del self.running[node_id]
+    def ending(self) -> bool:
+        """The run is ending: cancelled, failed, or past its deadline."""
+        return self.cancelled is not None or self.failure is not None or self.timer.cancel_called
 
     async def _execute_task(self, node_id: str) -> None:
         try:
             await self._execute(node_id, counted=True)
         finally:
-            self._mark(node_id, -1)
+            self.in_flight -= 1
             self.wake.set()
 
     def _follow(self, node_id: str, targets: tuple[str, ...]) -> None:
@@ -295,18 +293,18 @@ class Engine:
             )
             return
         if not counted:
-            self._mark(node_id, 1)
+            self.in_flight += 1
         try:
             await self._attempts(node, self.executions.get(node_id, 0) + 1)
         finally:
             if not counted:
-                self._mark(node_id, -1)
+                self.in_flight -= 1
 
     async def _attempts(self, node: Node, execution: int) -> None:
         run, plan = self.run, self.plan
         node_id = node.id
         self.executions[node_id] = execution
-        first = trio.current_time()
+        first: float | None = None  # when the execution's first attempt began
         breaker = self.breaker_of(plan.name, node) if node.breaker is not None else None
         attempt = 0
         while True:
@@ -321,17 +319,18 @@ class Engine:
                     self._skipped(node_id, admitted)
                     return
                 admission = admitted
-            run.publish(
-                NodeStarted, node_id=node_id, kind=node.kind, execution=execution, attempt=attempt
-            )
+            ctx = self._context(node, execution, attempt)
             try:
-                outcome = await self._attempt(node, execution, attempt)
+                outcome = await self._attempt(node, ctx)
                 await trio.lowlevel.checkpoint_if_cancelled()
             except BaseException as exc:
-                self.interrupted[node_id] = None
+                if ctx.started_at is not None:  # a node still queued for a runner never ran
+                    self.interrupted[node_id] = None
                 if admission is not None:  # a cancelled probe frees its lease, counts nothing
                     await breaker.record(admission, exc)  # type: ignore[union-attr]
                 raise
+            if first is None:
+                first = ctx.started_at
             if not isinstance(outcome, ActorError):
                 try:
                     updates, targets = self._outcome(node, outcome)
@@ -349,7 +348,7 @@ class Engine:
                         attempt=attempt,
                         updates=updates,
                         next=targets,
-                        duration=trio.current_time() - first,
+                        duration=0.0 if first is None else trio.current_time() - first,
                     )
                     self._follow(node_id, targets)
                     return
@@ -407,35 +406,28 @@ class Engine:
             error.node_id = node_id
             self.fail(error, node_id)
 
-    async def _attempt(self, node: Node, execution: int, attempt: int) -> Any:
-        """One attempt: its updates (or pick), or its error as a value. A cancel of this
-        run propagates as ``trio.Cancelled``; a failure while the subtree is being
-        cancelled (an abort, a shutdown) is that cancel."""
-        if isinstance(node, Approval):
-            if node.timeout is None:
-                return await self.run.wait_approval(node)
-            with trio.move_on_after(node.timeout):
-                return await self.run.wait_approval(node)
-            return ActorError.from_code(
-                Code.TIMEOUT, f"no decision within {node.timeout} s", node_id=node.id
-            )
-        pool = self.pools.get(getattr(node, "pool", ""))
-        tools = self.tools.get(getattr(node, "tools", ""))
-        ctx = NodeContext(
+    def _context(self, node: Node, execution: int, attempt: int) -> NodeContext:
+        return NodeContext(
             run_id=self.run.run_id,
             node=node,
             execution=execution,
             attempt=attempt,
             state=self.run.state,
             budget=self.budget,
-            pool=pool,
-            tools=tools,
-            report_tool=self._tool_called(node.id),
+            pool=self.pools.get(getattr(node, "pool", "")),
+            tools=self.tools.get(getattr(node, "tools", "")),
+            reporter=self,
             checker=self.plan.checkers.get(node.id),
         )
-        value, failure = await self.runners.send(
-            Attempt(WORK[node.kind], ctx, node.id, node.timeout)
-        )
+
+    async def _attempt(self, node: Node, ctx: NodeContext) -> Any:
+        """One attempt: its updates (or pick), or its error as a value. A cancel of this
+        run propagates as ``trio.Cancelled``; a failure while the subtree is being
+        cancelled (an abort, a shutdown) is that cancel."""
+        if isinstance(node, Approval):
+            self.node_started(ctx)
+            return await self.run.wait_approval(node)
+        value, failure = await self.runners.send(Attempt(run_attempt, ctx, node.id, node.timeout))
         if failure is not None:
             value = normalize(failure)
         if isinstance(value, ActorError) and value.code is not Code.CANCELLED:
@@ -444,13 +436,25 @@ class Engine:
                 return ActorError.from_code(Code.CANCELLED, reason, cause=value)
         return value
 
-    def _tool_called(self, node_id: str) -> Callable[[str, int, str, str], None]:
-        def report(tool: str, index: int, key: str, code: str) -> None:
-            self.run.publish(
-                ToolCalled, node_id=node_id, tool=tool, index=index, key=key, code=code
-            )
+    # -- what attempts report (the Reporter protocol) -------------------------------------
 
-        return report
+    def node_started(self, ctx: NodeContext) -> bool:
+        if self.ending():
+            return False
+        ctx.started_at = trio.current_time()
+        self.run.publish(
+            NodeStarted,
+            node_id=ctx.node_id,
+            kind=ctx.node.kind,
+            execution=ctx.execution,
+            attempt=ctx.attempt,
+        )
+        return True
+
+    def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
+        self.run.publish(
+            ToolCalled, node_id=ctx.node_id, tool=tool, index=index, key=key, code=code
+        )
 
     def _outcome(self, node: Node, outcome: Any) -> tuple[Mapping[str, Any], tuple[str, ...]]:
         """The updates and the next nodes of a successful attempt (see

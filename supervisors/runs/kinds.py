@@ -166,9 +166,9 @@ async def _call_tool(ctx: NodeContext, node: Agent, name: str, arguments: str, i
     except ActorError as error:
         if error.code is Code.CANCELLED:
             raise
-        ctx.report_tool(name, index, key, str(error.code))
+        ctx.reporter.tool_called(ctx, name, index, key, str(error.code))
         return json.dumps(for_model(error))
-    ctx.report_tool(name, index, key, "ok")
+    ctx.reporter.tool_called(ctx, name, index, key, "ok")
     return json.dumps(result.for_model(), default=str)
 
 
@@ -199,6 +199,15 @@ def _named(text: str) -> Any:
             return text
         return parsed.get("next") if isinstance(parsed, dict) else text
     return text
+
+
+async def run_attempt(ctx: NodeContext) -> Any:
+    """One attempt on a node runner: ``node:started`` once a runner has taken it (not
+    while it waits for one), then the work of the node's kind. An attempt that a runner
+    takes after its run began to end does nothing (nobody waits for its answer)."""
+    if not ctx.reporter.node_started(ctx):
+        return ActorError.from_code(Code.CANCELLED, "the run is ending", node_id=ctx.node_id)
+    return await WORK[ctx.node.kind](ctx)
 
 
 #: The work of each kind that runs on a node runner.

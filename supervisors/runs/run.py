@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -233,8 +234,15 @@ class Run:
     # -- waits of the engine --------------------------------------------------------------
 
     async def wait_approval(self, node: Approval) -> Any:
-        """An approval node's attempt: its (empty) updates, or ``permission_denied``."""
-        decision, by, _, _ = await self._wait_decision(node.id, node.prompt)
+        """An approval node's attempt: its (empty) updates, ``permission_denied``, or —
+        past the node's ``timeout`` with no decision — ``timeout``. A decision made in
+        the very instant the timeout trips counts."""
+        decided = await self._wait_decision(node.id, node.prompt, node.timeout)
+        if decided is None:
+            return ActorError.from_code(
+                Code.TIMEOUT, f"no decision within {node.timeout} s", node_id=node.id
+            )
+        decision, by, _, _ = decided
         if decision == "approve":
             return NOTHING
         return ActorError.from_code(
@@ -247,24 +255,28 @@ class Run:
         self.publish(
             RunBudgetPaused, dimension=str(request.dimension), used=request.used, limit=limit
         )
-        decision, _, _, limits = await self._wait_decision(None, str(request.dimension))
+        decided = await self._wait_decision(None, str(request.dimension), None)
+        assert decided is not None  # no timeout: a decision, or the run's end (raised)
+        decision, _, _, limits = decided
         return limits if decision == "approve" else None
 
     async def _wait_decision(
-        self, key: str | None, prompt: str
-    ) -> tuple[Decision, str, str, BudgetLimits | None]:
+        self, key: str | None, prompt: str, timeout: float | None
+    ) -> tuple[Decision, str, str, BudgetLimits | None] | None:
+        """The decision for ``key``; ``None`` when ``timeout`` passed without one."""
         pending = _Pending()
         waiting = self._pending.setdefault(key, [])
         waiting.append(pending)
         try:
             self.publish(ApprovalRequested, node_id=key, prompt=prompt)
-            await pending.decided.wait()
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                await pending.decided.wait()
         finally:
             waiting.remove(pending)
             if not waiting:
                 del self._pending[key]
         decision = pending.decision
-        if decision is None:  # the run ended meanwhile
+        if decision is None and self._ended:  # the run ended meanwhile
             await trio.lowlevel.checkpoint()
             raise ActorError.from_code(Code.CANCELLED, "run ended")
         return decision
