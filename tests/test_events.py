@@ -131,6 +131,30 @@ def test_a_raising_hook_is_logged_and_breaks_neither_the_emitter_nor_other_hooks
     assert (logged["event"], logged["suppressed"]) == ("dead_letter.throttled", 7)
 
 
+def test_a_record_the_log_sink_cannot_render_still_reaches_the_hooks(
+    log_stream: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unrenderable(self: Event) -> dict[str, Any]:
+        raise RecursionError(f"too deep near {CANARY}")
+
+    monkeypatch.setattr(DeadLettersThrottled, "fields", unrenderable)
+    seen: list[Event] = []
+    remove = add_event_hook(seen.append)
+    try:
+        emit(_throttled(3))  # does not raise
+    finally:
+        remove()
+    assert [type(e) for e in seen] == [DeadLettersThrottled]
+    (failed,) = _lines(log_stream)
+    assert (failed["event"], failed["hook"], failed["failed_event"]) == (
+        "event_hook.failed",
+        "log",
+        "dead_letter.throttled",
+    )
+    assert failed["error"] == "RecursionError: too deep near [REDACTED]"
+    assert CANARY not in log_stream.getvalue()
+
+
 def test_a_hook_that_adds_a_hook_takes_effect_from_the_next_event() -> None:
     late: list[Event] = []
     removes: list[Any] = []

@@ -11,18 +11,54 @@ its text, a secret or a path. State values appear only where they are the run's 
 data: the ``inputs`` of ``run:started``, the ``updates`` a node wrote, the final
 ``state`` of ``run:completed``. Those are enough to rebuild a run's state from its
 stream alone (the journal does).
+
+Hooks and the stream get those values whole. The log line gets a bounded summary
+(:func:`logged_values`): at most 20 keys, each value a short ``repr`` (3 levels, 10
+items a container, 200 characters), so a large document, a value shared many times over
+or an object whose ``repr`` raises costs a log line no more than that.
 """
 
 from __future__ import annotations
 
 import logging
+import reprlib
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import attrs
 
 from actors.error_types import ActorError
 from actors.events._base import Event
+
+#: How many keys of a state mapping a log line shows, and how long each value's text is.
+LOGGED_KEYS: Final = 20
+LOGGED_CHARS: Final = 200
+
+_SHORT: Final = reprlib.Repr()
+_SHORT.maxlevel = 3
+_SHORT.maxstring = 80
+_SHORT.maxother = 80
+_SHORT.maxlong = 40
+for _attribute in ("maxdict", "maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdeque"):
+    setattr(_SHORT, _attribute, 10)
+
+
+def logged_values(values: Mapping[str, Any]) -> dict[str, str]:
+    """State values as a log line shows them: the first :data:`LOGGED_KEYS` keys (cut to
+    64 characters), each with a short ``repr`` of its value cut to :data:`LOGGED_CHARS`
+    characters; more keys are counted under ``"…"``. A value whose ``repr`` raises
+    shows as ``<unprintable TYPE>``."""
+    shown: dict[str, str] = {}
+    for index, (key, value) in enumerate(values.items()):
+        if index == LOGGED_KEYS:
+            shown["…"] = f"{len(values) - LOGGED_KEYS} more keys"
+            break
+        try:
+            text = _SHORT.repr(value)
+        except Exception:  # noqa: BLE001 - classified: shown as unprintable, never raised
+            text = f"<unprintable {type(value).__name__}>"
+        shown[str(key)[:64]] = text if len(text) <= LOGGED_CHARS else text[: LOGGED_CHARS - 1] + "…"
+    return shown
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -49,6 +85,12 @@ class RunStarted(RunEvent):
     inputs: Mapping[str, Any]
     #: Wall-clock seconds since the epoch (``time.time()``): for people, not for timing.
     wall_time: float
+
+    def fields(self) -> dict[str, Any]:
+        """The log fields, ``inputs`` as a bounded summary (:func:`logged_values`)."""
+        fields = super().fields()
+        fields["inputs"] = logged_values(self.inputs)
+        return fields
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -101,6 +143,12 @@ class NodeCompleted(NodeAttempt):
     next: tuple[str, ...]
     #: Seconds from the execution's first ``node:started``.
     duration: float
+
+    def fields(self) -> dict[str, Any]:
+        """The log fields, ``updates`` as a bounded summary (:func:`logged_values`)."""
+        fields = super().fields()
+        fields["updates"] = logged_values(self.updates)
+        return fields
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -213,6 +261,12 @@ class RunCompleted(RunEvent):
     #: Tokens and dollars of every provider attempt of the run, failed ones included.
     tokens: int
     cost: float
+
+    def fields(self) -> dict[str, Any]:
+        """The log fields, ``state`` as a bounded summary (:func:`logged_values`)."""
+        fields = super().fields()
+        fields["state"] = logged_values(self.state)
+        return fields
 
 
 @attrs.frozen(kw_only=True, slots=True)

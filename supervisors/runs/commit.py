@@ -1,18 +1,18 @@
-"""What a successful attempt means for the run: its updates checked and frozen, the
+"""What a successful attempt means for the run: its updates checked and copied in, the
 conditions of its edges evaluated on the new state (:func:`outcome_of`)."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import Any
 
 from actors import ActorError, Code, normalize
-from supervisors.runs.frozen import frozen_updates
+from supervisors.runs.conditions import Condition
 from supervisors.runs.graph import Node
 from supervisors.runs.kinds import Pick
 from supervisors.runs.plan import Plan
+from supervisors.runs.values import copied_updates, view
 
 
 def outcome_of(
@@ -20,7 +20,7 @@ def outcome_of(
 ) -> tuple[Mapping[str, Any], tuple[str, ...]]:
     """The updates and the next nodes of a successful attempt of ``node`` (raises the
     attempt's failure: a write outside ``writes`` is ``permission_denied``, a value
-    that cannot be frozen ``output_validation``, a condition that failed its error)."""
+    that cannot be copied in ``output_validation``, a condition that failed its error)."""
     if type(outcome) is Pick:
         return {}, (outcome.target,)
     node_id = node.id
@@ -36,8 +36,8 @@ def outcome_of(
                     f"node {node_id!r} may not write {str(key)[:64]!r}",
                     node_id=node_id,
                 )
-        updates = frozen_updates(updates, node_id)
-        state = MappingProxyType({**state, **updates})
+        updates = copied_updates(updates, node_id)
+        state = {**state, **updates}
     targets = []
     for edge in plan.success_edges[node_id]:
         when = edge.when
@@ -50,7 +50,9 @@ def _holds(
     when: Callable[[Mapping[str, Any]], Any], state: Mapping[str, Any], node_id: str
 ) -> bool:
     try:
-        result = when(state)
+        # An expression reads the state as it is (it cannot change anything); a Python
+        # predicate gets the read-only view a node gets.
+        result = when(state if type(when) is Condition else view(state))
         if inspect.isawaitable(result):
             if inspect.iscoroutine(result):
                 result.close()

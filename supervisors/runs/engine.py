@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -58,6 +57,7 @@ from supervisors.runs.graph import UNHANDLED, Approval, Node
 from supervisors.runs.kinds import run_attempt
 from supervisors.runs.plan import Plan
 from supervisors.runs.run import shown
+from supervisors.runs.values import ReadOnlyMapping
 from supervisors.tools.entry import Workers
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Engine:
                 run.publish(
                     RunStarted,
                     workflow=self.plan.name,
-                    inputs=run.inputs_view,
+                    inputs=run.inputs,
                     wall_time=run.wall_time,
                 )
                 await self._walk()
@@ -340,7 +340,7 @@ class Engine:
                     if admission is not None:
                         await breaker.record(admission, None)  # type: ignore[union-attr]
                     if updates:
-                        run.state = MappingProxyType({**run.state, **updates})
+                        run.state = {**run.state, **updates}
                     run.publish(
                         NodeCompleted,
                         node_id=node_id,
@@ -412,7 +412,7 @@ class Engine:
             node=node,
             execution=execution,
             attempt=attempt,
-            state=self.run.state,
+            state=ReadOnlyMapping(self.run.state),
             budget=self.budget,
             pool=self.pools.get(getattr(node, "pool", "")),
             tools=self.tools.get(getattr(node, "tools", "")),

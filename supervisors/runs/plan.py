@@ -10,8 +10,8 @@ from typing import Any
 
 from actors import ActorError, Code
 from actors.tools import Checker, compile_schema
-from supervisors.runs.frozen import frozen_inputs
 from supervisors.runs.graph import Edge, Llm, Node, Workflow
+from supervisors.runs.values import copied_inputs
 
 
 class Plan:
@@ -76,10 +76,20 @@ def _checker(node_id: str, schema: Mapping[str, Any]) -> Checker:
 
 
 def inputs_of(value: Any) -> dict[str, Any] | None:
-    """A frozen copy of the run's inputs when they are a mapping with string keys (and no
-    cycle), else ``None``: changing the caller's dict later changes nothing."""
+    """A copy of the run's inputs when they are a mapping with string keys (and no
+    cycle), else ``None``: changing the caller's dict later changes nothing. A mapping
+    that cannot even be read (its ``__iter__`` raises) is ``input_validation``, with the
+    mapping's error as the cause."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not all(type(key) is str for key in value):
+    if not isinstance(value, Mapping):
         return None
-    return frozen_inputs(value)
+    try:
+        if not all(type(key) is str for key in value):
+            return None
+        return copied_inputs(value)
+    except Exception as exc:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION,
+            f"Runs.start: inputs could not be read ({type(exc).__name__})",
+        ) from exc

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -77,8 +76,10 @@ class Run:
         self.workflow = workflow
         self.status: Status = "running"
         self.error: ActorError | None = None
-        self.inputs_view: Mapping[str, Any] = MappingProxyType(inputs)
-        self.state: Mapping[str, Any] = self.inputs_view
+        #: The run's inputs (a copy: changing the caller's dict changes nothing).
+        self.inputs: dict[str, Any] = inputs
+        #: The run state: a new dict at each node's updates (never changed in place).
+        self.state: dict[str, Any] = inputs
         self.wall_time = time.time()
         self._events: list[RunEvent] = []
         self._changed: trio.Event | None = None
