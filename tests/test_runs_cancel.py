@@ -298,3 +298,34 @@ async def test_a_crashed_runner_fails_its_run_internal_and_nothing_else(
         assert [c.id for c in tree.root.which_children()] == ["runs"]
         again = await runs.start(Workflow(name="ok", nodes=[step("a", writer("a"), "a")]))
         assert (await again.wait()).status == "completed"
+
+
+@pytest.mark.parametrize("checkpoints", [0, 1, 2, 3, 5, 8, 13, 40])
+async def test_a_caller_cancelled_while_start_runs_leaves_no_run_behind(
+    autojump_clock: Any, checkpoints: int
+) -> None:
+    """Wherever the cancel lands in ``start``, the caller either has its run, or gets
+    ``Cancelled`` and the run it never got is cancelled with the cancel's reason."""
+    wf = Workflow(name="w", nodes=[step("a", sleeper(5))])
+    started: list[Any] = []
+    with capture_events("run:cancelled") as cancelled:
+        async with running(runners=3) as (tree, runs):
+            async with trio.open_nursery() as nursery:
+                with trio.CancelScope() as scope:
+
+                    async def canceller() -> None:
+                        for _ in range(checkpoints):
+                            await trio.lowlevel.checkpoint()
+                        scope.cancel(reason="caller gave up")
+
+                    nursery.start_soon(canceller)
+                    started.append(await runs.start(wf, run_id="r"))
+            await trio.sleep(10)
+            runs_supervisor = tree.root.child("runs")
+            assert runs_supervisor.which_children() == []
+            assert runs.live == {}
+    if started:  # the cancel came after start returned: the run was not touched
+        assert started[0].status == "completed"
+        assert cancelled == []
+    else:
+        assert [(e.run_id, e.reason) for e in cancelled] == [("r", "caller gave up")]

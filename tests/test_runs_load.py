@@ -158,6 +158,11 @@ def node(body: str) -> str:
     ("text", "code", "message"),
     [
         ("name = ", Code.CONFIG_INVALID, r"^workflow: not valid TOML: .*\(at "),
+        (
+            'name = "w"\nx = ' + "[" * 5000 + "]" * 5000,
+            Code.CONFIG_INVALID,
+            r"^workflow: not valid TOML: nested too deep$",
+        ),
         ('[[nodes]]\nid = "a"', Code.NODE_CONFIG, r"^workflow: name: required field missing$"),
         ('name = "w"\nbogus = 1', Code.NODE_CONFIG, r"^workflow: unknown field 'bogus'$"),
         (

@@ -317,6 +317,11 @@ class Odd(Node):
             "node 'r': pick: a function of the state, or a model and messages",
         ),
         (
+            Workflow(name="w", nodes=[Router(id="r", managed_nodes=["r"], pick=5)]),  # type: ignore[arg-type]
+            "node_config",
+            "node 'r': pick: a function of the state",
+        ),
+        (
             Workflow(name="w", nodes=[Router(id="r", managed_nodes=["r"], pick=str, writes=["x"])]),
             "node_config",
             "node 'r': writes: nothing: a router writes no state",

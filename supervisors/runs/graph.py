@@ -318,6 +318,8 @@ class Router(_Model):
             found.append(("managed_nodes", "at least one node id"))
         if self.pick is None and (not self.model or not self.messages):
             found.append(("pick", "a function of the state, or a model and messages"))
+        elif self.pick is not None and not callable(cast(object, self.pick)):
+            found.append(("pick", "a function of the state"))
         if self.writes:
             found.append(("writes", "nothing: a router writes no state"))
         return found

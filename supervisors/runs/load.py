@@ -53,7 +53,8 @@ pools and tools of model nodes; edges may carry expression conditions::
 
 Errors name the node and the field, never a value of the file:
 
-* not TOML → ``config_invalid`` with tomllib's line and column;
+* not TOML → ``config_invalid`` with tomllib's line and column (nesting too deep for
+  the parser: ``nested too deep``);
 * a node without ``id`` or ``kind``, an unknown or mistyped field, a function name
   that ``functions`` lacks, a sync step function → ``node_config``
   (``nodes[1] ('classify'): max_tokens: expected int``);
@@ -252,6 +253,10 @@ def load_workflow(
     except tomllib.TOMLDecodeError as error:
         raise ActorError.from_code(
             Code.CONFIG_INVALID, f"workflow: not valid TOML: {error}", cause=error
+        ) from error
+    except RecursionError as error:  # tomllib parses nested arrays and tables recursively
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, "workflow: not valid TOML: nested too deep", cause=error
         ) from error
     spec = _structure(raw, _WorkflowSpec, "workflow")
     nodes = [_node(index, table, registry) for index, table in enumerate(spec.nodes)]

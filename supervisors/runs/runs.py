@@ -172,7 +172,9 @@ class Runs:
         once with the :class:`Run`. Bad arguments (not a workflow, inputs that are not a
         mapping with string keys, a run id in use or with a ``/``) raise
         ``input_validation`` and start nothing; a workflow that fails validation gives a
-        run that has already ended with ``run:failed``."""
+        run that has already ended with ``run:failed``. A caller cancelled while
+        ``start`` runs gets ``trio.Cancelled`` and the run it never got is cancelled with
+        the cancel's reason: no run is left behind."""
         if not isinstance(workflow, Workflow):
             raise _bad("workflow", "a Workflow", workflow)
         state = inputs_of(inputs)
@@ -214,32 +216,39 @@ class Runs:
                 for i in range(self.runners)
             ],
         )
-        await self.supervisor.start_child(
-            ChildSpec(id=run_id, supervisor=spec, restart="temporary")
-        )
-        if self.closed:  # closed while the supervisor started
-            with trio.CancelScope(shield=True):
+        # Starting the run supervisor and registering its engine happen whole: a caller
+        # cancelled halfway would leave a run supervisor with no engine to end it. A
+        # cancel that arrived meanwhile then cancels the run the caller never got.
+        with trio.CancelScope(shield=True):
+            await self.supervisor.start_child(
+                ChildSpec(id=run_id, supervisor=spec, restart="temporary")
+            )
+            if self.closed:  # closed while the supervisor started
                 await _terminate(self.supervisor, run_id, "runs closed")
-            raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
-        run_supervisor = self.supervisor.child(run_id)
-        workers = Workers([run_supervisor.ref(f"runner.{i}") for i in range(self.runners)])
-        engine = Engine(
-            run,
-            plan,
-            budget=budget,
-            runners=workers,
-            pools=self.pools,
-            tools=self.tools,
-            breaker_of=self._breaker,
-            # A cancel of the runs or above (an abort, a shutdown) — not the run
-            # supervisor's own ending, which a crash past its intensity also is.
-            cancel_reason=self.supervisor.cancel_reason,
-        )
-        run._cancel = engine.cancel
-        self.live[run_id] = run
-        if run._early_cancel is not None:
-            engine.cancel(run._early_cancel)
-        self._nursery.start_soon(self._drive, engine)
+                raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
+            run_supervisor = self.supervisor.child(run_id)
+            workers = Workers([run_supervisor.ref(f"runner.{i}") for i in range(self.runners)])
+            engine = Engine(
+                run,
+                plan,
+                budget=budget,
+                runners=workers,
+                pools=self.pools,
+                tools=self.tools,
+                breaker_of=self._breaker,
+                # A cancel of the runs or above (an abort, a shutdown) — not the run
+                # supervisor's own ending, which a crash past its intensity also is.
+                cancel_reason=self.supervisor.cancel_reason,
+            )
+            run._cancel = engine.cancel
+            self.live[run_id] = run
+            if run._early_cancel is not None:
+                engine.cancel(run._early_cancel)
+            self._nursery.start_soon(self._drive, engine)
+        reason = await cancel_in_effect()
+        if reason is not None:
+            run.cancel(reason)
+            await trio.lowlevel.checkpoint()  # raises the caller's Cancelled
         return run
 
     async def run(
