@@ -45,6 +45,7 @@ PUBLIC_ACTORS_MODULES = frozenset(
         "actors.nodes",
         "actors.providers",
         "actors.tools",
+        "actors.journal",
     }
 )
 # Past this many cycles the tree has a structural problem; listing more would not help.

@@ -199,7 +199,7 @@ def test_r2_a_supervisors_module_importing_a_private_actors_module(tmp_path: Pat
     )
     rule = (
         "which is not public (supervisors/ import from actors, actors.events, "
-        "actors.lowlevel, actors.nodes, actors.providers, actors.tools only)"
+        "actors.journal, actors.lowlevel, actors.nodes, actors.providers, actors.tools only)"
     )
     assert violations(root) == [
         f"R2 supervisors/sup.py:2: supervisors.sup imports actors.core, {rule}",

@@ -28,8 +28,10 @@ Families (docs/events.md lists every record with its fields):
   :class:`NodeFailed`, :class:`NodeSkipped`, :class:`ToolCalled`,
   :class:`RunBudgetWarning`, :class:`RunBudgetPaused`, :class:`ApprovalRequested`,
   :class:`ApprovalDecided`, :class:`RunCompleted`, :class:`RunFailed`,
-  :class:`RunCancelled` (all :class:`RunEvent`), and :class:`RunErrorDetail`, their
-  failures' detail for the log;
+  :class:`RunCancelled`, :class:`RunResumed` (all :class:`RunEvent`), and
+  :class:`RunErrorDetail`, their failures' detail for the log;
+* journal — :class:`JournalAppendFailed`, :class:`JournalRecovered`,
+  :class:`JournalUnavailable`, :class:`RunNotResumed`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
 """
@@ -46,6 +48,12 @@ from actors.events.diagnostics import (
     DeadLettersThrottled,
     HookFailed,
     TaskFailed,
+)
+from actors.events.journal import (
+    JournalAppendFailed,
+    JournalRecovered,
+    JournalUnavailable,
+    RunNotResumed,
 )
 from actors.events.lifecycle import (
     ActorCastFailed,
@@ -85,6 +93,7 @@ from actors.events.runs import (
     RunErrorDetail,
     RunEvent,
     RunFailed,
+    RunResumed,
     RunStarted,
     ToolCalled,
 )
@@ -134,6 +143,7 @@ RECORDS: tuple[type[Event], ...] = (
     ClassifyUnplaced,
     HookFailed,
     RunStarted,
+    RunResumed,
     NodeStarted,
     NodeRetrying,
     NodeCompleted,
@@ -148,6 +158,10 @@ RECORDS: tuple[type[Event], ...] = (
     RunFailed,
     RunCancelled,
     RunErrorDetail,
+    JournalAppendFailed,
+    JournalRecovered,
+    JournalUnavailable,
+    RunNotResumed,
 )
 
 __all__ = [
@@ -176,6 +190,9 @@ __all__ = [
     "Event",
     "EventHook",
     "HookFailed",
+    "JournalAppendFailed",
+    "JournalRecovered",
+    "JournalUnavailable",
     "NodeAttempt",
     "NodeCompleted",
     "NodeFailed",
@@ -194,6 +211,8 @@ __all__ = [
     "RunErrorDetail",
     "RunEvent",
     "RunFailed",
+    "RunNotResumed",
+    "RunResumed",
     "RunStarted",
     "SupervisorDecision",
     "SupervisorEscalated",

@@ -94,6 +94,22 @@ class RunStarted(RunEvent):
 
 
 @attrs.frozen(kw_only=True, slots=True)
+class RunResumed(RunEvent):
+    """A run was resumed from its journal (after a crash, a halt or a restart): the
+    stream goes on from the journal's last record. ``in_flight`` nodes are run again
+    (same execution, same idempotency keys); ``ready`` nodes were due and had not
+    started; ``pending`` approvals wait again."""
+
+    name: ClassVar[str] = "run:resumed"
+
+    in_flight: tuple[str, ...]
+    ready: tuple[str, ...]
+    pending: tuple[str, ...]
+    #: Wall-clock seconds since the epoch (``time.time()``).
+    wall_time: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
 class NodeAttempt(RunEvent):
     """The fields of the records about one attempt of a node (a base: not a record)."""
 

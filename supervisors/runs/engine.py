@@ -29,6 +29,7 @@ children of the run's supervisor); approvals wait here. The rules:
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from actors.events import (
     NodeStarted,
     RunCancelled,
     RunCompleted,
+    RunResumed,
     RunStarted,
     ToolCalled,
 )
@@ -56,6 +58,7 @@ from supervisors.runs.context import NodeContext
 from supervisors.runs.graph import UNHANDLED, Approval, Node
 from supervisors.runs.kinds import run_attempt
 from supervisors.runs.plan import Plan
+from supervisors.runs.progress import Progress, follow, release
 from supervisors.runs.run import shown
 from supervisors.runs.values import ReadOnlyMapping
 from supervisors.tools.entry import Workers
@@ -80,6 +83,7 @@ class Engine:
         tools: Mapping[str, Tools],
         breaker_of: Callable[[str, Node], Breaker | None],
         cancel_reason: Callable[[], str | None],
+        resume: Progress | None = None,
     ) -> None:
         self.run = run
         self.plan = plan
@@ -106,7 +110,16 @@ class Engine:
         self.timer = trio.CancelScope(deadline=budget.deadline)
         #: The wall-clock cap as it was when the run started (the deadline never moves).
         self.seconds = budget.limits.seconds
-        self.started = trio.current_time()
+        self.started = budget.started_at
+        #: A resumed run: the executions in flight when it stopped, run again first.
+        self.resumed: list[list[Any]] | None = None
+        if resume is not None:
+            self.ready.extend(resume.ready)
+            self.executions = dict(resume.executions)
+            self.steps = resume.steps
+            self.fired = {k: set(v) for k, v in resume.fired.items()}
+            self.finished = {k: set(v) for k, v in resume.finished.items()}
+            self.resumed = [list(entry) for entry in resume.in_flight]
 
     # -- ending ---------------------------------------------------------------------
 
@@ -128,12 +141,15 @@ class Engine:
         run = self.run
         try:
             with self.scope, self.timer:
-                run.publish(
-                    RunStarted,
-                    workflow=self.plan.name,
-                    inputs=run.inputs,
-                    wall_time=run.wall_time,
-                )
+                if self.resumed is None:
+                    run.publish(
+                        RunStarted,
+                        workflow=self.plan.name,
+                        inputs=run.inputs,
+                        wall_time=run.wall_time,
+                    )
+                else:
+                    self._publish_resumed()
                 await self._walk()
             if self.failure is None and self.cancelled is None and self.timer.cancelled_caught:
                 self._timed_out()
@@ -208,11 +224,30 @@ class Engine:
 
     # -- scheduling -----------------------------------------------------------------
 
+    def _publish_resumed(self) -> None:
+        in_flight = self.resumed or []
+        nodes = self.plan.nodes
+        self.run.publish(
+            RunResumed,
+            in_flight=tuple(entry[0] for entry in in_flight),
+            ready=tuple(self.ready),
+            pending=tuple(
+                entry[0]
+                for entry in in_flight
+                if isinstance(nodes[entry[0]], Approval) and not self.run._preset.get(entry[0])
+            ),
+            wall_time=time.time(),
+        )
+
     async def _walk(self) -> None:
         ready = self.ready
-        ready.extend(self.plan.start)
+        if self.resumed is None:
+            ready.extend(self.plan.start)
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
+            for node_id, execution, attempt in self.resumed or ():
+                self.in_flight += 1
+                nursery.start_soon(self._resume_task, node_id, execution, attempt)
             while not self._over():
                 while ready and not self._over():
                     node_id = ready.popleft()
@@ -245,33 +280,22 @@ class Engine:
             self.in_flight -= 1
             self.wake.set()
 
+    async def _resume_task(self, node_id: str, execution: int, attempt: int) -> None:
+        try:
+            await self._attempts(self.plan.nodes[node_id], execution, attempt)
+        finally:
+            self.in_flight -= 1
+            self.wake.set()
+
     def _follow(self, node_id: str, targets: tuple[str, ...]) -> None:
         """``node_id`` is done and its edges led to ``targets``."""
-        joins = self.plan.joins
-        for target in targets:
-            if target in joins:
-                self.fired.setdefault(target, set()).add(node_id)
-            else:
-                self.ready.append(target)
-        if joins:
-            for join, sources in joins.items():
-                if node_id in sources:
-                    done = self.finished.setdefault(join, set())
-                    done.add(node_id)
-                    if done >= sources:
-                        self._run_join(join)
-
-    def _run_join(self, join: str) -> None:
-        fired = self.fired.pop(join, None)
-        self.finished.pop(join, None)
-        if fired:
-            self.ready.append(join)
+        follow(self.plan.joins, self.ready, self.fired, self.finished, node_id, targets)
 
     def _release_joins(self) -> bool:
         """Nothing runs and nothing is ready: a join whose missing sources can no
         longer run goes ahead with the edges that were followed into it."""
         for join in list(self.fired):
-            self._run_join(join)
+            release(self.ready, self.fired, self.finished, join)
             return True
         return False
 
@@ -300,15 +324,18 @@ class Engine:
             if not counted:
                 self.in_flight -= 1
 
-    async def _attempts(self, node: Node, execution: int) -> None:
+    async def _attempts(self, node: Node, execution: int, first_attempt: int = 1) -> None:
         run, plan = self.run, self.plan
         node_id = node.id
-        self.executions[node_id] = execution
+        self.executions[node_id] = max(execution, self.executions.get(node_id, 0))
         first: float | None = None  # when the execution's first attempt began
         breaker = self.breaker_of(plan.name, node) if node.breaker is not None else None
-        attempt = 0
+        attempt = first_attempt - 1
+        journaled = run.journaled
         while True:
             attempt += 1
+            if journaled is not None:  # nothing starts before what led to it is durable
+                await journaled.settled()
             # Nothing starts, and no outcome counts, once the run is ending: a cancel (or
             # the run's failure, or its deadline) that came in the same instant wins.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -334,6 +361,8 @@ class Engine:
             if not isinstance(outcome, ActorError):
                 try:
                     updates, targets = self._outcome(node, outcome)
+                    if updates and journaled is not None:
+                        journaled.check(node_id, updates)
                 except ActorError as refused:
                     outcome = refused
                 else:

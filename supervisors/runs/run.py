@@ -29,6 +29,7 @@ from supervisors.runs.kinds import NOTHING
 
 if TYPE_CHECKING:
     from supervisors.runs.graph import Approval
+    from supervisors.runs.journaled import RunJournal
 
 Status = Literal["running", "completed", "failed", "cancelled"]
 Decision = Literal["approve", "deny"]
@@ -82,6 +83,14 @@ class Run:
         self.state: dict[str, Any] = inputs
         self.wall_time = time.time()
         self._events: list[RunEvent] = []
+        #: The ``seq`` of the next record, and what is added to trio time for ``at`` (a
+        #: resumed run's stream goes on from its journal's last time).
+        self._seq = 0
+        self._at_offset = 0.0
+        #: The journal side, when the runs have a journal.
+        self.journaled: RunJournal | None = None
+        #: Approval decisions recorded before a resume, used before waiting again.
+        self._preset: dict[str, list[list[str]]] = {}
         self._changed: trio.Event | None = None
         self._done = trio.Event()
         self._ended = False
@@ -110,9 +119,21 @@ class Run:
         """Append one record to the stream (engine side), wake the readers, emit it."""
         if self._ended:
             return  # nothing follows the terminal record
-        events = self._events
-        record = cls(run_id=self.run_id, seq=len(events), at=trio.current_time(), **fields)
-        events.append(record)
+        record = cls(
+            run_id=self.run_id,
+            seq=self._seq,
+            at=trio.current_time() + self._at_offset,
+            **fields,
+        )
+        self._seq += 1
+        if self.journaled is None:
+            self.deliver(record)
+        else:
+            self.journaled.record(record)  # delivered once durable
+
+    def deliver(self, record: RunEvent) -> None:
+        """Add a published record to the stream, wake the readers, emit it."""
+        self._events.append(record)
         changed = self._changed
         if changed is not None:
             self._changed = None
@@ -265,6 +286,11 @@ class Run:
         self, key: str | None, prompt: str, timeout: float | None
     ) -> tuple[Decision, str, str, BudgetLimits | None] | None:
         """The decision for ``key``; ``None`` when ``timeout`` passed without one."""
+        preset = self._preset.get(key) if key is not None else None
+        if preset:  # decided before the run was resumed
+            made, who, why = preset.pop(0)
+            await trio.lowlevel.checkpoint()
+            return ("approve" if made == "approve" else "deny", who, why, None)
         pending = _Pending()
         waiting = self._pending.setdefault(key, [])
         waiting.append(pending)

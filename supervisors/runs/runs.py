@@ -17,13 +17,15 @@ over its node runners, and its engine runs in a task of the block. So:
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Mapping
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from actors import ActorError, Code
+from actors.journal import Journal, RunHeader, dumps
 from actors.lowlevel import cancel_in_effect
 from actors.nodes import NodeRunner
 from supervisors.breaker import Breaker, BreakerConfig
@@ -32,7 +34,10 @@ from supervisors.policy import RESTART_ON_ANY_CRASH, STOP_ON_ANY_CRASH
 from supervisors.pool import ProviderPool
 from supervisors.runs.engine import Engine
 from supervisors.runs.graph import Node, Workflow
+from supervisors.runs.journaled import RunJournal, definition_of, limits_json
 from supervisors.runs.plan import Plan, inputs_of
+from supervisors.runs.progress import Progress
+from supervisors.runs.resume import resume_run, resume_unfinished
 from supervisors.runs.run import Run, RunOutcome
 from supervisors.spec import ChildSpec, SupervisorSpec
 from supervisors.supervisor import Supervisor
@@ -52,12 +57,20 @@ async def open_runs(
     prices: Mapping[tuple[str, str], Price] | None = None,
     name: str = "runs",
     runners: int = 1,
+    journal: Journal | None = None,
+    workflows: Iterable[Workflow] = (),
+    resume: bool = True,
 ) -> AsyncIterator[Runs]:
     """Runs under ``tree`` for the duration of the block (see the module docstring).
 
     ``pools`` and ``tools``: by name (a single value is named ``"default"``), as nodes
     name them. ``prices``: for the cost of attempts whose provider reports none.
     ``runners``: node runners per run (a fan-out wider than that queues).
+    ``journal``: every run's records are journalled (docs/journal.md); with ``resume``
+    every unfinished run of the journal is resumed on entry (``runs.resumed``), its
+    workflow found by name among ``workflows`` — a run that cannot be resumed (a
+    corrupt log, an unknown or changed workflow) is reported as ``run.not_resumed``
+    and left alone.
     """
     if isinstance(tree, Tree):
         parent = tree.root
@@ -69,6 +82,9 @@ async def open_runs(
         raise _config("runners", f"an int from 1 to {MAX_RUNNERS}", runners)
     named_pools, named_tools = _named(pools, ProviderPool), _named(tools, Tools)
     price_table = _prices(prices)
+    if journal is not None and not isinstance(journal, Journal):
+        raise _config("journal", "a Journal or None", journal)
+    known = _workflows(workflows)
     await parent.start_child(
         ChildSpec(
             id=name,
@@ -77,10 +93,14 @@ async def open_runs(
         )
     )
     runs = Runs(parent.child(name), named_pools, named_tools, price_table, runners)
+    runs.journal = journal
+    runs.workflows = known
     try:
         async with trio.open_nursery() as nursery:
             runs._nursery = nursery
             try:
+                if journal is not None and resume:
+                    await runs._resume_unfinished()
                 yield runs
             finally:
                 # The tree's own cancel (an abort) first, then a cancel of a scope around.
@@ -122,6 +142,23 @@ async def _terminate(parent: Supervisor, child_id: str, reason: str) -> None:
             raise
 
 
+def _workflows(value: Any) -> dict[str, Workflow]:
+    try:
+        listed = list(value)
+    except TypeError:
+        listed = None
+    if listed is None or not all(isinstance(w, Workflow) for w in listed):
+        raise _config("workflows", "an iterable of Workflow", value)
+    known: dict[str, Workflow] = {}
+    for workflow in listed:
+        if workflow.name in known and known[workflow.name] is not workflow:
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID, f"open_runs: two workflows are named {workflow.name!r}"
+            )
+        known[workflow.name] = workflow
+    return known
+
+
 def _named(value: Any, kind: type) -> dict[str, Any]:
     if value is None:
         return {}
@@ -159,6 +196,12 @@ class Runs:
         self._closed: str | None = None
         self._pool_names = frozenset(pools)
         self._tool_names = frozenset(tools)
+        #: The journal every run is written to (``None``: none).
+        self.journal: Journal | None = None
+        #: The workflows a resumed run is looked up in, by name.
+        self.workflows: dict[str, Workflow] = {}
+        #: The runs resumed when the block was entered.
+        self.resumed: tuple[Run, ...] = ()
 
     async def start(
         self,
@@ -184,20 +227,47 @@ class Runs:
             limits = BudgetLimits()
         elif not isinstance(limits, BudgetLimits):
             raise _bad("limits", "a BudgetLimits or None", limits)
+        journal = self.journal
         if run_id is None:
-            run_id = f"run-{next(_IDS)}"
+            # With a journal, ids must not repeat across restarts of the daemon.
+            run_id = f"run-{next(_IDS)}" if journal is None else f"run-{uuid.uuid4().hex[:16]}"
         elif type(run_id) is not str or not run_id or "/" in run_id or not run_id.isprintable():
             raise _bad("run_id", "a non-empty printable string without '/'", run_id)
         if run_id in self.live:
             raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
         if self._closed is not None or self._nursery is None:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
+        if journal is not None:
+            try:
+                dumps(state)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise ActorError.from_code(
+                    Code.INPUT_VALIDATION,
+                    f"Runs.start: inputs must be JSON data with a journal ({exc})",
+                    cause=exc,
+                ) from exc
         run = Run(run_id, workflow.name, state)
         plan = self._plan(workflow)
         if isinstance(plan, ActorError):
             run.end_failed(plan, plan.node_id, duration=0.0, tokens=0, cost=0.0)
             run.settle()
             return run
+        if journal is not None:
+            if await journal.read(journal.store.run, run_id) is not None:
+                raise ActorError.from_code(
+                    Code.NAME_TAKEN, f"run {run_id!r} is in the journal already"
+                )
+            if run_id in self.live:  # started while the journal was read
+                raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
+            header = RunHeader(
+                run_id,
+                workflow.name,
+                dumps(definition_of(workflow)),
+                limits_json(limits),
+                run.wall_time,
+            )
+            journaled = RunJournal(run, journal, Progress(run_id, plan.start, plan.joins), header)
+            run.journaled = journaled
         budget = Budget(
             run_id,
             limits,
@@ -205,6 +275,15 @@ class Runs:
             approve=run.approve_budget,
             on_event=run.budget_record,
         )
+        return await self._launch(run, plan, budget, None)
+
+    async def _launch(self, run: Run, plan: Plan, budget: Budget, resume: Progress | None) -> Run:
+        """Start the run's supervisor and its engine (see :meth:`start`)."""
+        run_id = run.run_id
+        assert self._nursery is not None
+        journaled = run.journaled
+        if journaled is not None:
+            journaled.budget = lambda: [budget.tokens, budget.cost, budget.turns]
         spec = SupervisorSpec(
             children=[
                 ChildSpec(
@@ -239,8 +318,11 @@ class Runs:
                 # A cancel of the runs or above (an abort, a shutdown) — not the run
                 # supervisor's own ending, which a crash past its intensity also is.
                 cancel_reason=self.supervisor.cancel_reason,
+                resume=resume,
             )
             run._cancel = engine.cancel
+            if journaled is not None:
+                journaled.on_halt = lambda error: engine.fail(error, None)
             self.live[run_id] = run
             if run._early_cancel is not None:
                 engine.cancel(run._early_cancel)
@@ -269,6 +351,20 @@ class Runs:
                 await run.wait()
             raise
 
+    async def resume(self, run_id: str, workflow: Workflow | None = None) -> Run:
+        """Resume an unfinished run of the journal (docs/journal.md): completed nodes are
+        not run again, executions in flight are run again with their idempotency keys,
+        pending approvals wait again. ``workflow``: the run's workflow (default: the one
+        of that name in ``open_runs(workflows=...)``). ``event_log_corrupt`` (the first
+        bad ``seq`` named) when the journal cannot be trusted; ``config_invalid`` without
+        a journal, or when the workflow is unknown or not the one the run started with;
+        ``input_validation`` for an unknown or ended run; ``persistence_unavailable``
+        when the journal cannot be written."""
+        return await resume_run(self, run_id, workflow)
+
+    async def _resume_unfinished(self) -> None:
+        self.resumed = await resume_unfinished(self)
+
     @property
     def closed(self) -> bool:
         """No run starts any more (the block is being left)."""
@@ -292,6 +388,8 @@ class Runs:
             del self.live[run_id]
             with trio.CancelScope(shield=True):
                 await _terminate(self.supervisor, run_id, f"run {engine.run.status}")
+                if engine.run.journaled is not None:  # the terminal record is durable
+                    await engine.run.journaled.settled()
             engine.run.settle()
 
     def _plan(self, workflow: Workflow) -> Plan | ActorError:

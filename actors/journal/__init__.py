@@ -1,0 +1,49 @@
+"""The run journal: every record of every run's event stream on disk, before anyone
+sees it; what recovery replays (docs/journal.md).
+
+* :func:`open_journal` / :class:`Journal` — the writer (group commit, degradation);
+* :class:`SqliteStore` — the default backend; :class:`JournalStore` — the protocol a
+  backend implements (:class:`Batch`, :class:`RunHeader`, :class:`RunEnding`,
+  :class:`Checkpoint`, :class:`RunRow`);
+* :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
+  :func:`dumps` (JSON as the journal writes it), :func:`checksum`, :func:`corrupt`
+  (the ``event_log_corrupt`` error), :data:`TERMINAL` (the terminal record names).
+
+Recovery itself (replaying a run into a running engine) is
+:meth:`supervisors.runs.Runs.resume`.
+"""
+
+from actors.journal.records import TERMINAL, Entry, checksum, corrupt, dumps, entry_of, record_of
+from actors.journal.sqlite import SqliteStore
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunEnding, RunHeader, RunRow
+from actors.journal.writer import (
+    DEFAULT_PATH,
+    DELAYS,
+    THRESHOLD,
+    Journal,
+    JournalOwner,
+    open_journal,
+)
+
+__all__ = [
+    "DEFAULT_PATH",
+    "DELAYS",
+    "TERMINAL",
+    "THRESHOLD",
+    "Batch",
+    "Checkpoint",
+    "Entry",
+    "Journal",
+    "JournalOwner",
+    "JournalStore",
+    "RunEnding",
+    "RunHeader",
+    "RunRow",
+    "SqliteStore",
+    "checksum",
+    "corrupt",
+    "dumps",
+    "entry_of",
+    "open_journal",
+    "record_of",
+]

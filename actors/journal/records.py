@@ -1,0 +1,137 @@
+"""Journal entries: one run record as it is stored — JSON, keyed, checksummed.
+
+An :class:`Entry` is one record of a run's event stream (:mod:`actors.events.runs`):
+``run_id``, ``seq``, ``name``, ``at`` and the record's other fields as a JSON ``body``,
+with a ``checksum`` over all of them. :func:`entry_of` makes one from a record (a value
+that JSON cannot carry is ``output_validation``); :func:`record_of` reads one back (a
+checksum that does not match, a name no record has, or a body that does not fit the
+record is ``event_log_corrupt`` naming the run and the ``seq``).
+
+What JSON carries: ``dict`` with string keys, ``list``/``tuple`` (read back as
+``list``; record fields typed as tuples are tuples again), ``str``, ``int``, finite
+``float``, ``bool``, ``None``. A key that is not a string, a NaN or an infinity, a set
+or any other object is refused: the journal keeps nothing it could not give back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import cattrs
+
+from actors.errors import ActorError, Code
+from actors.events import RECORDS, RunEvent
+
+#: Run record classes by name (only these are journalled).
+RUN_RECORDS: Final[Mapping[str, type[RunEvent]]] = {
+    cls.name: cls for cls in RECORDS if issubclass(cls, RunEvent)
+}
+TERMINAL: Final = frozenset({"run:completed", "run:failed", "run:cancelled"})
+
+_CONVERTER: Final = cattrs.Converter(forbid_extra_keys=True)
+_COMMON: Final = ("run_id", "seq", "name", "at")
+
+
+@attrs.frozen(slots=True)
+class Entry:
+    """One stored record (see the module docstring)."""
+
+    run_id: str
+    seq: int
+    name: str
+    at: float
+    #: The record's other fields, as compact JSON.
+    body: str
+    checksum: str
+
+
+def checksum(run_id: str, seq: int, name: str, at: float, body: str) -> str:
+    """The checksum of an entry's content (BLAKE2b, 16 bytes, hex)."""
+    text = f"{run_id}\x1f{seq}\x1f{name}\x1f{at!r}\x1f{body}"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _refuse(value: object) -> Any:
+    if isinstance(value, Mapping):  # a read-only mapping: written as the object it shows
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def dumps(value: Any) -> str:
+    """``value`` as compact JSON, or ``TypeError``/``ValueError`` when JSON cannot carry
+    it exactly (see the module docstring)."""
+    _check_keys(value, 0)
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_refuse)
+
+
+def _check_keys(value: Any, depth: int) -> None:
+    """json.dumps turns int keys into strings silently: refuse them instead."""
+    if depth > 200:
+        raise ValueError("nested too deep")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if type(key) is not str:
+                raise TypeError(f"a key of type {type(key).__name__} is not JSON data")
+            if isinstance(item, Mapping | list | tuple):
+                _check_keys(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if isinstance(item, Mapping | list | tuple):
+                _check_keys(item, depth + 1)
+
+
+def entry_of(record: RunEvent) -> Entry:
+    """``record`` as an entry; ``output_validation`` naming the run, ``seq`` and field
+    when one of its values is not JSON data."""
+    fields = {
+        field.name: getattr(record, field.name)
+        for field in attrs.fields(type(record))
+        if field.name not in _COMMON
+    }
+    try:
+        body = dumps(fields)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ActorError.from_code(
+            Code.OUTPUT_VALIDATION,
+            f"run {record.run_id!r} seq {record.seq} ({record.name}): not JSON data: {exc}",
+            run_id=record.run_id,
+            cause=exc,
+        ) from exc
+    return Entry(
+        record.run_id,
+        record.seq,
+        record.name,
+        record.at,
+        body,
+        checksum(record.run_id, record.seq, record.name, record.at, body),
+    )
+
+
+def corrupt(run_id: str, seq: int | None, what: str) -> ActorError:
+    """``event_log_corrupt`` naming the run and the first bad ``seq``."""
+    where = "" if seq is None else f" at seq {seq}"
+    return ActorError.from_code(
+        Code.EVENT_LOG_CORRUPT, f"run {run_id!r}: journal corrupt{where}: {what}", run_id=run_id
+    )
+
+
+def record_of(entry: Entry) -> RunEvent:
+    """The record an entry stores (``event_log_corrupt`` when it cannot be trusted)."""
+    if entry.checksum != checksum(entry.run_id, entry.seq, entry.name, entry.at, entry.body):
+        raise corrupt(entry.run_id, entry.seq, "checksum mismatch")
+    cls = RUN_RECORDS.get(entry.name)
+    if cls is None:
+        raise corrupt(entry.run_id, entry.seq, f"unknown record {entry.name[:64]!r}")
+    try:
+        fields = json.loads(entry.body)
+        if not isinstance(fields, dict):
+            raise TypeError("the body is not an object")
+        fields.update(run_id=entry.run_id, seq=entry.seq, at=entry.at)
+        return _CONVERTER.structure(fields, cls)
+    except Exception as exc:
+        error = corrupt(entry.run_id, entry.seq, f"{entry.name} does not fit its record")
+        raise error from exc

@@ -1,0 +1,193 @@
+"""The SQLite journal store (the default): the standard library's ``sqlite3``, WAL mode,
+``synchronous=FULL`` — a transaction that returned is on disk.
+
+One connection, used by one thread at a time (the journal serialises its calls). The
+file is created with its tables on first use; :func:`open_store` opens one for reading
+too (the CLI) and refuses a path that does not exist when ``create`` is false.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
+
+from actors.errors import ActorError, Code
+from actors.journal.records import Entry
+from actors.journal.store import Batch, Checkpoint, RunRow
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    limits TEXT NOT NULL,
+    started REAL NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    code TEXT,
+    ended REAL,
+    duration REAL,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    cost REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_by_end ON runs (ended);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    at REAL NOT NULL,
+    body TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    run_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    progress TEXT NOT NULL,
+    checksum TEXT NOT NULL
+);
+"""
+
+_RUN_COLUMNS: Final = (
+    "run_id, workflow, status, code, started, ended, duration, tokens, cost, definition, limits,"
+    " (SELECT COUNT(*) FROM events e WHERE e.run_id = runs.run_id)"
+)
+
+
+class SqliteStore:
+    """A :class:`~actors.journal.store.JournalStore` in one SQLite file."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID, f"no journal at {str(self.path)[:200]!r}"
+            )
+        self._db: sqlite3.Connection | None = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=5.0
+        )
+        db = self._db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        if create:
+            db.executescript(_SCHEMA)
+            db.execute(
+                "INSERT OR IGNORE INTO journal_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+            )
+        else:
+            try:
+                db.execute("SELECT 1 FROM events LIMIT 1")
+            except sqlite3.DatabaseError as exc:
+                self.close()
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"{str(self.path)[:200]!r} is not a journal",
+                    cause=exc,
+                ) from exc
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal store is closed")
+        return self._db
+
+    def write(self, batch: Batch) -> None:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if batch.headers:
+                db.executemany(
+                    "INSERT OR IGNORE INTO runs (run_id, workflow, definition, limits, started)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (h.run_id, h.workflow, h.definition, h.limits, h.started)
+                        for h in batch.headers
+                    ],
+                )
+            db.executemany(
+                "INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                [(e.run_id, e.seq, e.name, e.at, e.body, e.checksum) for e in batch.entries],
+            )
+            if batch.endings:
+                db.executemany(
+                    "UPDATE runs SET status = ?, code = ?, ended = ?, duration = ?, tokens = ?,"
+                    " cost = ? WHERE run_id = ?",
+                    [
+                        (e.status, e.code, e.ended, e.duration, e.tokens, e.cost, e.run_id)
+                        for e in batch.endings
+                    ],
+                )
+            if batch.checkpoints:
+                db.executemany(
+                    "INSERT INTO checkpoints VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE"
+                    " SET seq = excluded.seq, progress = excluded.progress,"
+                    " checksum = excluded.checksum WHERE excluded.seq > checkpoints.seq",
+                    [(c.run_id, c.seq, c.progress, c.checksum) for c in batch.checkpoints],
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def entries(self, run_id: str, after: int = -1) -> list[Entry]:
+        rows = self.db.execute(
+            "SELECT run_id, seq, name, at, body, checksum FROM events"
+            " WHERE run_id = ? AND seq > ? ORDER BY seq",
+            (run_id, after),
+        )
+        return [Entry(*row) for row in rows]
+
+    def checkpoint(self, run_id: str) -> Checkpoint | None:
+        row = self.db.execute(
+            "SELECT run_id, seq, progress, checksum FROM checkpoints WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if row is None else Checkpoint(*row)
+
+    def runs(self) -> list[RunRow]:
+        rows = self.db.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started, run_id")
+        return [_row(row) for row in rows]
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self.db.execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if row is None else _row(row)
+
+    def unfinished(self) -> list[str]:
+        rows = self.db.execute(
+            "SELECT run_id FROM runs WHERE status = 'running' ORDER BY started, run_id"
+        )
+        return [row[0] for row in rows]
+
+    def prune(self, ended_before: float) -> int:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            gone = [
+                row[0]
+                for row in db.execute(
+                    "SELECT run_id FROM runs WHERE status != 'running' AND ended < ?",
+                    (ended_before,),
+                )
+            ]
+            for table in ("events", "checkpoints", "runs"):
+                db.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in gone])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return len(gone)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _row(row: Any) -> RunRow:
+    return RunRow(*row)

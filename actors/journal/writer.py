@@ -1,0 +1,284 @@
+"""The journal: one writer task that owns the store, group commit, degradation.
+
+Appenders hand entries to :meth:`Journal.submit` (no wait) or :meth:`Journal.append`
+(waits until durable). The writer takes **everything queued** when it wakes and writes
+it in one transaction (:meth:`~actors.journal.store.JournalStore.write`, in a worker
+thread): concurrent runs' appends share one commit, and each is released — its owner's
+:meth:`JournalOwner.durable` called, its ``append`` returned — only once that commit
+returned. Entries are written in the order they were submitted.
+
+The writer is the journal's only user of the store, a single owner with a queue: an
+actor in the runtime's sense, but not an :class:`~actors.Actor` — a handler that takes
+one message at a time cannot take a whole queue into one commit.
+
+**Degradation.** A write that raises is retried with everything queued meanwhile after
+``delays[k]`` seconds, ``k`` the consecutive failures so far (2, 4, 6, then 6 …); each
+failure is a ``journal.append_failed`` warning. At ``threshold`` (3) consecutive
+failures the owners of every entry still waiting are halted
+(:meth:`JournalOwner.halted`, ``persistence_unavailable``; ``journal.unavailable``),
+and so is every owner whose entry arrives while the failures last; the writer keeps
+trying. Any success resets the count (``journal.recovered``). Nothing queued is
+dropped: an entry is written, or the process ends with it unwritten — and then it was
+never acknowledged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar
+
+import attrs
+import trio
+
+from actors.errors import ActorError, Code
+from actors.events import JournalAppendFailed, JournalRecovered, JournalUnavailable
+from actors.journal.records import Entry
+from actors.journal.sqlite import SqliteStore
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunEnding, RunHeader
+from actors.observe import emit
+
+#: Seconds before the k-th retry of a failed write (the last one repeats).
+DELAYS: Final = (2.0, 4.0, 6.0)
+#: Consecutive failed writes that halt the runs waiting on them.
+THRESHOLD: Final = 3
+#: The file a journal opened without a path uses (in the working directory).
+DEFAULT_PATH: Final = "runs.journal"
+
+T = TypeVar("T")
+
+
+class JournalOwner(Protocol):
+    """What submits entries (a run): told when they are durable, or that it must halt."""
+
+    def durable(self, seq: int) -> None:
+        """Every entry of this owner up to ``seq`` is durable."""
+        ...
+
+    def halted(self, error: ActorError) -> None:
+        """The journal cannot write this owner's entries (``persistence_unavailable``)."""
+        ...
+
+
+@attrs.define(slots=True)
+class _Item:
+    entry: Entry | None
+    owner: JournalOwner | None
+    header: RunHeader | None = None
+    ending: RunEnding | None = None
+    checkpoint: Checkpoint | None = None
+    done: trio.Event | None = None
+    failed: bool = False
+
+
+class Journal:
+    """The run journal over one store (see the module docstring); made by
+    :func:`open_journal`."""
+
+    def __init__(
+        self,
+        store: JournalStore,
+        *,
+        delays: Sequence[float] = DELAYS,
+        threshold: int = THRESHOLD,
+    ) -> None:
+        delays = tuple(delays)
+        if not delays or not all(
+            isinstance(d, int | float) and not isinstance(d, bool) and 0 <= d < float("inf")
+            for d in delays
+        ):
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "Journal: delays must be finite seconds >= 0, at least one"
+            )
+        if type(threshold) is not int or threshold < 1:
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "Journal: threshold must be an int >= 1"
+            )
+        self.store = store
+        self.delays = delays
+        self.threshold = threshold
+        #: Consecutive failed writes (0 when the last one succeeded).
+        self.failures = 0
+        self._queue: list[_Item] = []
+        self._wake = trio.Event()
+        self._lock = trio.Lock()
+        self._closing = False
+        self._closed = False
+
+    # -- appending ------------------------------------------------------------------
+
+    def submit(
+        self,
+        entry: Entry,
+        owner: JournalOwner,
+        *,
+        header: RunHeader | None = None,
+        ending: RunEnding | None = None,
+        checkpoint: Checkpoint | None = None,
+    ) -> None:
+        """Queue ``entry`` (with what is stored alongside it); ``owner.durable`` is
+        called once it is durable. While the journal is failing past its threshold,
+        ``owner.halted`` is called at once too (the entry stays queued)."""
+        if self._closed:
+            raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal is closed")
+        self._queue.append(_Item(entry, owner, header, ending, checkpoint))
+        self._wake.set()
+        if self.failures >= self.threshold:
+            owner.halted(self._unavailable())
+
+    async def append(self, entry: Entry) -> None:
+        """Queue ``entry`` and wait until it is durable; ``persistence_unavailable``
+        when the journal fails past its threshold meanwhile (the entry stays queued)."""
+        item = _Item(entry, None, done=trio.Event())
+        await self._wait(item)
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is durable
+        (``persistence_unavailable`` as for :meth:`append`)."""
+        await self._wait(_Item(None, None, done=trio.Event()))
+
+    async def _wait(self, item: _Item) -> None:
+        if self._closed:
+            raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal is closed")
+        self._queue.append(item)
+        self._wake.set()
+        assert item.done is not None
+        await item.done.wait()
+        if item.failed:
+            raise self._unavailable()
+
+    def _unavailable(self) -> ActorError:
+        return ActorError.from_code(
+            Code.PERSISTENCE_UNAVAILABLE,
+            f"the journal failed {self.failures} consecutive writes",
+        )
+
+    # -- reading --------------------------------------------------------------------
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the store in a worker thread, never during a write (e.g.
+        ``await journal.read(journal.store.entries, run_id)``)."""
+        async with self._lock:
+            return await trio.to_thread.run_sync(fn, *args)
+
+    # -- the writer -----------------------------------------------------------------
+
+    async def _run(self, scope: trio.CancelScope, done: trio.Event) -> None:
+        try:
+            with scope:
+                await self._loop()
+        finally:
+            done.set()
+
+    async def _loop(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wake = trio.Event()
+                await self._wake.wait()
+                continue
+            batch, self._queue = self._queue, []
+            while True:
+                try:
+                    await self._write(batch)
+                except Exception as exc:  # noqa: BLE001 - classified: a failed write is retried
+                    if await self._failed(batch, exc):
+                        return  # closing with the store down: the rest was never acknowledged
+                    batch.extend(self._queue)  # retried together, in order
+                    self._queue = []
+                    continue
+                break
+            if self.failures:
+                emit(JournalRecovered(failures=self.failures))
+                self.failures = 0
+            self._release(batch)
+
+    async def _write(self, batch: list[_Item]) -> None:
+        content = Batch(
+            entries=[i.entry for i in batch if i.entry is not None],
+            headers=[i.header for i in batch if i.header is not None],
+            endings=[i.ending for i in batch if i.ending is not None],
+            checkpoints=[i.checkpoint for i in batch if i.checkpoint is not None],
+        )
+        async with self._lock:
+            with trio.CancelScope(shield=True):  # a write in a thread is not abandoned
+                await trio.to_thread.run_sync(self.store.write, content)
+
+    async def _failed(self, batch: list[_Item], exc: Exception) -> bool:
+        """Count and report a failed write, halt past the threshold, wait; ``True``
+        when the journal is closing and gives up."""
+        self.failures += 1
+        delay = self.delays[min(self.failures, len(self.delays)) - 1]
+        runs = tuple(dict.fromkeys(i.entry.run_id for i in batch if i.entry is not None))
+        emit(
+            JournalAppendFailed(
+                failures=self.failures,
+                retry_in=delay,
+                entries=sum(i.entry is not None for i in batch),
+                runs=runs,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+        )
+        if self.failures >= self.threshold:
+            error = self._unavailable()
+            if self.failures == self.threshold:
+                emit(JournalUnavailable(failures=self.failures, runs=runs))
+            for item in batch:
+                if item.owner is not None:
+                    item.owner.halted(error)
+                elif item.done is not None and not item.failed:
+                    item.failed = True  # the waiter gets the error; its entry stays queued
+                    item.done.set()
+            if self._closing:
+                return True
+        await trio.sleep(delay)
+        return False
+
+    def _release(self, batch: list[_Item]) -> None:
+        last: dict[int, tuple[JournalOwner, int]] = {}
+        for item in batch:
+            if item.done is not None:
+                item.done.set()
+            elif item.owner is not None and item.entry is not None:
+                last[id(item.owner)] = (item.owner, item.entry.seq)
+        for owner, seq in last.values():
+            owner.durable(seq)
+
+
+@asynccontextmanager
+async def open_journal(
+    store: JournalStore | str | Path = DEFAULT_PATH,
+    *,
+    delays: Sequence[float] = DELAYS,
+    threshold: int = THRESHOLD,
+    close_timeout: float = 10.0,
+) -> AsyncIterator[Journal]:
+    """A :class:`Journal` over ``store`` (a store, or the path of a SQLite file: default
+    ``runs.journal`` in the working directory) with its writer running.
+
+    Leaving the block — normally, with an error or cancelled — writes what is queued
+    first (the runs' last records get in), for at most ``close_timeout`` seconds and
+    only while the store works (``threshold`` consecutive failures end it), then closes
+    the store. The writer is shielded from a cancel around the block for that reason.
+    """
+    if isinstance(store, str | Path):
+        store = await trio.to_thread.run_sync(SqliteStore, store)
+    try:
+        journal = Journal(store, delays=delays, threshold=threshold)
+        writer = trio.CancelScope(shield=True)
+        stopped = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(journal._run, writer, stopped)
+            try:
+                yield journal
+            finally:
+                journal._closing = True
+                journal._wake.set()
+                with trio.CancelScope(shield=True), trio.move_on_after(close_timeout):
+                    await stopped.wait()
+                writer.cancel(reason="journal closed")
+                journal._closed = True
+    finally:
+        store.close()

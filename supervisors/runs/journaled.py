@@ -1,0 +1,289 @@
+"""A run with a journal: its records written before anyone sees them, its checkpoints,
+its halt, and what recovery reads back (:func:`recovered`).
+
+:class:`RunJournal` sits between a :class:`~supervisors.runs.run.Run` and the
+:class:`~actors.journal.Journal`: each record the run publishes is folded into the run's
+:class:`~supervisors.runs.progress.Progress`, submitted, and delivered to the run's
+stream, hooks and log only once it is durable — in ``seq`` order. A ``node:completed``
+carries a checkpoint (the progress after it); ``run:started`` the run's header (its
+workflow's definition and its limits); a terminal record the run's summary.
+
+When the journal halts the run (``persistence_unavailable``) the records not yet durable
+are delivered at once, and nothing more is submitted: the halt's own ``run:failed`` is
+not journalled, so the journal keeps the run unfinished and a later start resumes it
+from its last durable record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+import cattrs
+import trio
+
+from actors import ActorError, Code
+from actors.events import RunEvent
+from actors.journal import (
+    TERMINAL,
+    Checkpoint,
+    Entry,
+    Journal,
+    RunEnding,
+    RunHeader,
+    RunRow,
+    checksum,
+    corrupt,
+    dumps,
+    entry_of,
+    record_of,
+)
+from supervisors.budget import BudgetLimits
+from supervisors.runs.conditions import Condition
+from supervisors.runs.graph import Workflow
+from supervisors.runs.progress import Progress
+
+
+class Stream(Protocol):
+    """What a journal delivers a run's records to (a :class:`~supervisors.runs.Run`)."""
+
+    run_id: str
+
+    def deliver(self, record: RunEvent) -> None: ...
+
+
+_LIMITS = cattrs.Converter()
+
+
+class RunJournal:
+    """The journal side of one run (see the module docstring)."""
+
+    def __init__(
+        self, run: Stream, journal: Journal, progress: Progress, header: RunHeader | None
+    ) -> None:
+        self.run = run
+        self.journal = journal
+        self.progress = progress
+        self.header = header
+        self.budget: Callable[[], list[float]] = lambda: [0, 0.0, 0]
+        #: Records submitted and not yet delivered, oldest first.
+        self.waiting: list[RunEvent] = []
+        self.halt: ActorError | None = None
+        self.on_halt: Callable[[ActorError], None] | None = None
+        self._settled: trio.Event | None = None
+
+    def record(self, record: RunEvent) -> None:
+        """Journal ``record``; it reaches the run's readers once durable."""
+        if self.halt is not None:
+            self.run.deliver(record)
+            return
+        progress = self.progress
+        progress.apply(record)
+        name = record.name
+        header = ending = point = None
+        if name == "run:started":
+            header, self.header = self.header, None
+        elif name == "node:completed":
+            progress.budget = self.budget()
+            body = dumps(progress.snapshot())
+            point = Checkpoint(
+                self.run.run_id,
+                record.seq,
+                body,
+                checksum(record.run_id, record.seq, "", 0.0, body),
+            )
+        elif name in TERMINAL:
+            ending = _ending(record)
+        self.waiting.append(record)
+        self.journal.submit(entry_of(record), self, header=header, ending=ending, checkpoint=point)
+
+    def check(self, node_id: str, updates: Any) -> None:
+        """``output_validation`` when ``updates`` cannot be journalled exactly."""
+        try:
+            dumps(updates)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ActorError.from_code(
+                Code.OUTPUT_VALIDATION,
+                f"node {node_id!r}: its updates are not JSON data, which a run with a journal "
+                f"needs ({exc})",
+                node_id=node_id,
+                cause=exc,
+            ) from exc
+
+    # -- the JournalOwner protocol ----------------------------------------------------
+
+    def durable(self, seq: int) -> None:
+        waiting = self.waiting
+        count = 0
+        for record in waiting:
+            if record.seq > seq:
+                break
+            count += 1
+            self.run.deliver(record)
+        del waiting[:count]
+        if not waiting:
+            self._settle()
+
+    def halted(self, error: ActorError) -> None:
+        if self.halt is not None:
+            return
+        self.halt = error
+        for record in self.waiting:
+            self.run.deliver(record)
+        self.waiting.clear()
+        self._settle()
+        if self.on_halt is not None:
+            self.on_halt(error)
+
+    # -- waits ----------------------------------------------------------------------
+
+    async def settled(self) -> None:
+        """Wait until every record submitted so far is durable (or the run is halted)."""
+        while self.waiting and self.halt is None:
+            if self._settled is None:
+                self._settled = trio.Event()
+            await self._settled.wait()
+
+    def _settle(self) -> None:
+        event, self._settled = self._settled, None
+        if event is not None:
+            event.set()
+
+
+def _ending(record: Any) -> RunEnding:
+    status = {"run:completed": "completed", "run:failed": "failed"}.get(record.name, "cancelled")
+    return RunEnding(
+        record.run_id,
+        status,
+        getattr(record, "code", None) if status == "failed" else None,
+        time.time(),
+        record.duration,
+        record.tokens,
+        record.cost,
+    )
+
+
+# -- definitions ------------------------------------------------------------------------
+
+
+def definition_of(workflow: Workflow) -> dict[str, Any]:
+    """What a run records of its workflow: the graph's shape and a ``digest`` of it. A
+    resumed run must be given a workflow with the same digest (functions are named by
+    their qualified names; conditions by their text)."""
+    shape = {
+        "name": workflow.name,
+        "start": list(workflow.start),
+        "max_steps": workflow.max_steps,
+        "nodes": [
+            {"id": node.id, "kind": node.kind, "writes": sorted(node.writes), "join": node.join}
+            for node in workflow.nodes
+        ],
+        "edges": [
+            {
+                "source": edge.source,
+                "target": edge.target,
+                "on": list(edge.on),
+                "when": _named(edge.when),
+            }
+            for edge in workflow.edges
+        ],
+    }
+    digest = hashlib.blake2b(dumps(shape).encode(), digest_size=16).hexdigest()
+    return {**shape, "digest": digest}
+
+
+def _named(when: Any) -> str | None:
+    if when is None:
+        return None
+    if isinstance(when, Condition):
+        return f"expr:{when.source}"
+    return f"fn:{getattr(when, '__qualname__', type(when).__qualname__)}"
+
+
+def limits_json(limits: BudgetLimits) -> str:
+    return dumps(_LIMITS.unstructure(limits))
+
+
+def limits_of(text: str, run_id: str) -> BudgetLimits:
+    try:
+        return _LIMITS.structure(json.loads(text), BudgetLimits)
+    except Exception as exc:
+        raise corrupt(run_id, 0, "its budget limits cannot be read") from exc
+
+
+# -- recovery ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Recovered:
+    """A run read back from its journal: its records and its progress after them."""
+
+    row: RunRow
+    records: tuple[RunEvent, ...]
+    progress: Progress
+    limits: BudgetLimits
+
+
+def recovered(
+    run_id: str,
+    row: RunRow | None,
+    entries: Sequence[Entry],
+    checkpoint: Checkpoint | None,
+    workflow: Workflow,
+    start: tuple[str, ...],
+    joins: Any,
+) -> Recovered:
+    """Check a run's entries and replay them (from the checkpoint when it is sound):
+    ``event_log_corrupt`` with the first bad ``seq`` when they cannot be trusted,
+    ``config_invalid`` when ``workflow`` is not the one the run started with,
+    ``input_validation`` when the run has ended."""
+    if not entries:
+        raise corrupt(run_id, None, "no events")
+    if entries[0].seq != 0 or entries[0].name != "run:started":
+        raise corrupt(run_id, 0, "no run:started")
+    records = []
+    for index, entry in enumerate(entries):
+        if entry.seq != index:
+            raise corrupt(run_id, index, f"seq {index} is missing")
+        records.append(record_of(entry))
+    if row is None:
+        raise corrupt(run_id, 0, "run:started has no header")
+    recorded = _recorded_digest(row, run_id)
+    if recorded != definition_of(workflow)["digest"]:
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"run {run_id!r} started with another definition of workflow {row.workflow!r}",
+            run_id=run_id,
+        )
+    progress = Progress(run_id, start, joins)
+    if checkpoint is not None and checkpoint.seq < len(records):
+        expected = checksum(run_id, checkpoint.seq, "", 0.0, checkpoint.progress)
+        if checkpoint.checksum != expected:
+            raise corrupt(run_id, checkpoint.seq, "checkpoint checksum mismatch")
+        try:
+            progress.restore(json.loads(checkpoint.progress))
+        except Exception as exc:
+            raise corrupt(run_id, checkpoint.seq, "checkpoint cannot be read") from exc
+    for record in records[progress.seq :]:
+        progress.apply(record)
+    if progress.terminal is not None:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION,
+            f"run {run_id!r} has ended ({progress.terminal}): nothing to resume",
+            run_id=run_id,
+        )
+    return Recovered(row, tuple(records), progress, limits_of(row.limits, run_id))
+
+
+def _recorded_digest(row: RunRow, run_id: str) -> str:
+    try:
+        digest = json.loads(row.definition)["digest"]
+    except Exception as exc:
+        raise corrupt(run_id, 0, "its workflow definition cannot be read") from exc
+    if type(digest) is not str:
+        raise corrupt(run_id, 0, "its workflow definition cannot be read")
+    return digest

@@ -1,0 +1,144 @@
+"""Resuming runs from the journal: :meth:`Runs.resume <supervisors.runs.Runs.resume>`
+and the resume of every unfinished run when :func:`~supervisors.runs.open_runs` opens.
+
+A resumed run is the same run: same id, its stream going on from the journal's last
+record (``run:resumed`` first), its state, its ready nodes and joins as the records
+left them. Completed nodes are never run again; an execution that was in flight is run
+again with the same execution number — so the same idempotency key (``ctx.key``, and
+the keys of its tool calls) — from the attempt it was at; an approval that was pending
+waits again (one decided before the stop uses its decision). The budget goes on from
+what the last checkpoint had used; the wall clock from the run time the journal
+reached (the time the daemon was down does not count).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import trio
+
+from actors import ActorError, Code
+from actors.events import RunNotResumed
+from actors.journal import Journal
+from actors.lowlevel import emit
+from supervisors.budget import Budget, Price
+from supervisors.runs.graph import Workflow
+from supervisors.runs.journaled import RunJournal, recovered
+from supervisors.runs.plan import Plan
+from supervisors.runs.progress import Progress
+from supervisors.runs.run import Run
+
+
+class Runs(Protocol):
+    """What resuming needs of :class:`~supervisors.runs.Runs`."""
+
+    journal: Journal | None
+    live: dict[str, Run]
+    workflows: dict[str, Workflow]
+    prices: dict[tuple[str, str], Price]
+
+    @property
+    def closed(self) -> bool: ...
+
+    def _plan(self, workflow: Workflow) -> Plan | ActorError: ...
+
+    async def _launch(
+        self, run: Run, plan: Plan, budget: Budget, resume: Progress | None
+    ) -> Run: ...
+
+
+async def resume_run(runs: Runs, run_id: str, workflow: Workflow | None = None) -> Run:
+    """Resume ``run_id`` (see the module docstring)."""
+    journal = runs.journal
+    if journal is None:
+        raise ActorError.from_code(Code.CONFIG_INVALID, "Runs.resume: the runs have no journal")
+    if type(run_id) is not str or not run_id:
+        raise ActorError.from_code(Code.INPUT_VALIDATION, "Runs.resume: run_id must be a string")
+    if workflow is not None and not isinstance(workflow, Workflow):
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "Runs.resume: workflow must be a Workflow or None"
+        )
+    if run_id in runs.live:
+        raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
+    if runs.closed:
+        raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
+    await journal.flush()  # nothing of this run is still on its way to the store
+    store = journal.store
+    row = await journal.read(store.run, run_id)
+    entries = await journal.read(store.entries, run_id)
+    checkpoint = await journal.read(store.checkpoint, run_id)
+    if row is None and not entries:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, f"Runs.resume: no run {run_id!r} in the journal", run_id=run_id
+        )
+    name = workflow.name if workflow is not None else (row.workflow if row else "")
+    workflow = workflow or runs.workflows.get(name)
+    if workflow is None:
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"run {run_id!r}: no workflow named {name!r} to resume it with "
+            "(pass it to open_runs(workflows=...))",
+            run_id=run_id,
+        )
+    plan = runs._plan(workflow)
+    if isinstance(plan, ActorError):
+        raise plan
+    found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
+    if run_id in runs.live:  # resumed meanwhile
+        raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
+    progress = found.progress
+    started = found.records[0]
+    run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
+    run.wall_time = found.row.started
+    run.state = dict(progress.state)
+    run._events.extend(found.records)
+    run._seq = progress.seq
+    now = trio.current_time()
+    run._at_offset = progress.last_at - now
+    run._preset = {k: [list(d) for d in v] for k, v in progress.decisions.items()}
+    run.journaled = RunJournal(run, journal, progress, None)
+    budget = Budget(
+        run_id,
+        found.limits,
+        prices=runs.prices,
+        approve=run.approve_budget,
+        on_event=run.budget_record,
+    )
+    budget.started_at = progress.started_at - run._at_offset
+    tokens, cost, turns = progress.budget
+    budget.tokens, budget.cost, budget.turns = int(tokens), float(cost), int(turns)
+    return await runs._launch(run, plan, budget, progress)
+
+
+async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:
+    """Resume every unfinished run of the journal; report those that cannot be."""
+    journal = runs.journal
+    assert journal is not None
+    resumed = []
+    for run_id in await journal.read(journal.store.unfinished):
+        try:
+            resumed.append(await resume_run(runs, run_id))
+        except ActorError as error:
+            if error.code is Code.PERSISTENCE_UNAVAILABLE or error.code is Code.ACTOR_STOPPED:
+                raise
+            emit(
+                RunNotResumed(
+                    run_id=run_id,
+                    code=str(error.code),
+                    message=error.message,
+                    seq=_seq_of(error),
+                )
+            )
+    return tuple(resumed)
+
+
+def _seq_of(error: ActorError) -> int | None:
+    """The first bad ``seq`` an ``event_log_corrupt`` names."""
+    if error.code is not Code.EVENT_LOG_CORRUPT:
+        return None
+    marker = " at seq "
+    text = error.message
+    if marker not in text:
+        return None
+    digits = text.split(marker, 1)[1].split(":", 1)[0]
+    return int(digits) if digits.isdigit() else None
