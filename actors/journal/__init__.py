@@ -2,9 +2,9 @@
 sees it; what recovery replays (docs/journal.md).
 
 * :func:`open_journal` / :class:`Journal` — the writer (group commit, degradation);
-* :class:`SqliteStore` — the default backend; :class:`JournalStore` — the protocol a
-  backend implements (:class:`Batch`, :class:`RunHeader`, :class:`RunEnding`,
-  :class:`Checkpoint`, :class:`RunRow`);
+* :class:`SqliteStore` — the default backend; :class:`MemoryStore` — in memory;
+  :class:`JournalStore` — the protocol a backend implements (:class:`Batch`,
+  :class:`RunHeader`, :class:`RunEnding`, :class:`Checkpoint`, :class:`RunRow`);
 * :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
   :func:`dumps` (JSON as the journal writes it), :func:`checksum`, :func:`corrupt`
   (the ``event_log_corrupt`` error), :data:`TERMINAL` (the terminal record names).
@@ -13,6 +13,7 @@ Recovery itself (replaying a run into a running engine) is
 :meth:`supervisors.runs.Runs.resume`.
 """
 
+from actors.journal.memory import MemoryStore
 from actors.journal.records import TERMINAL, Entry, checksum, corrupt, dumps, entry_of, record_of
 from actors.journal.sqlite import SqliteStore
 from actors.journal.store import Batch, Checkpoint, JournalStore, RunEnding, RunHeader, RunRow
@@ -36,6 +37,7 @@ __all__ = [
     "Journal",
     "JournalOwner",
     "JournalStore",
+    "MemoryStore",
     "RunEnding",
     "RunHeader",
     "RunRow",

@@ -83,7 +83,9 @@ class RunRow:
 
 
 class JournalStore(Protocol):
-    """A journal backend (see the module docstring)."""
+    """A journal backend (see the module docstring). A store may set a class attribute
+    ``inline = True`` when its calls never block: the journal then calls it in the
+    task instead of a worker thread."""
 
     def write(self, batch: Batch) -> None:
         """Make ``batch`` durable (one transaction), or raise and store nothing of it."""
