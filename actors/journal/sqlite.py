@@ -69,7 +69,16 @@ class SqliteStore:
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=5.0
         )
-        db = self._db
+        try:
+            self._prepare(create)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID, f"{str(self.path)[:200]!r} is not a journal", cause=exc
+            ) from exc
+
+    def _prepare(self, create: bool) -> None:
+        db = self.db
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         if create:
@@ -78,15 +87,8 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO journal_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
             )
         else:
-            try:
-                db.execute("SELECT 1 FROM events LIMIT 1")
-            except sqlite3.DatabaseError as exc:
-                self.close()
-                raise ActorError.from_code(
-                    Code.CONFIG_INVALID,
-                    f"{str(self.path)[:200]!r} is not a journal",
-                    cause=exc,
-                ) from exc
+            db.execute("SELECT run_id, seq, name, at, body, checksum FROM events LIMIT 1")
+            db.execute("SELECT run_id, status FROM runs LIMIT 1")
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -100,15 +102,16 @@ class SqliteStore:
         try:
             if batch.headers:
                 db.executemany(
-                    "INSERT OR IGNORE INTO runs (run_id, workflow, definition, limits, started)"
-                    " VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO runs (run_id, workflow, definition, limits, started)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
                     [
                         (h.run_id, h.workflow, h.definition, h.limits, h.started)
                         for h in batch.headers
                     ],
                 )
             db.executemany(
-                "INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id, seq) DO NOTHING",
                 [(e.run_id, e.seq, e.name, e.at, e.body, e.checksum) for e in batch.entries],
             )
             if batch.endings:
