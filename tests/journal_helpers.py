@@ -39,6 +39,18 @@ def crashed(store: MemoryStore) -> MemoryStore:
     return copied
 
 
+def cut(store: MemoryStore, run_id: str, last: int) -> MemoryStore:
+    """A crash right after ``run_id``'s record ``last`` was durable (its later records,
+    its ending and any checkpoint past it dropped)."""
+    copied = crashed(store)
+    copied.events[run_id] = {s: e for s, e in copied.events[run_id].items() if s <= last}
+    copied.rows[run_id].update(status="running", code=None, ended=None, duration=None)
+    point = copied.checkpoints.get(run_id)
+    if point is not None and point.seq > last:
+        del copied.checkpoints[run_id]
+    return copied
+
+
 @asynccontextmanager
 async def journalled(
     store: Any = None, **options: Any

@@ -31,7 +31,6 @@ from actors.testing import capture_events
 from tests.journal_helpers import FlakyStore
 
 
-
 def started(run_id: str = "r", seq: int = 0, **inputs: Any) -> RunStarted:
     return RunStarted(run_id=run_id, seq=seq, at=1.5, workflow="w", inputs=inputs, wall_time=9.0)
 
