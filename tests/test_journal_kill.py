@@ -1,0 +1,144 @@
+"""kill -9: a daemon running 10-node workflows with a journal is SIGKILLed at 20 random
+points (some of them while it resumes); after each, a fresh process resumes: every run
+completes, every node's side effect happened exactly once per idempotency key, no node
+whose completion was durable ran again, and every run's journal is gap-free."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from actors.journal import SqliteStore, record_of
+from tests.journal_kill_child import NODES
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLS = 20
+RUNS_PER_KILL = 3
+SEED = 20261122
+
+
+def _child(journal: Path, effects: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.journal_kill_child", str(journal), str(effects), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+
+
+def _kill_after_start(process: subprocess.Popen[str], delay: float) -> None:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("STARTED"), line
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    process.stdout.close()
+
+
+def _finish(journal: Path, effects: Path) -> str:
+    process = _child(journal, effects, "resume")
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, out
+    return out
+
+
+def _durably_completed(journal: Path) -> set[tuple[str, str]]:
+    store = SqliteStore(journal, create=False)
+    try:
+        return {
+            (record.run_id, record.node_id)
+            for row in store.runs()
+            for record in map(record_of, store.entries(row.run_id))
+            if record.name == "node:completed"
+        }
+    finally:
+        store.close()
+
+
+def _calls(effects: Path) -> list[tuple[str, str, int]]:
+    db = sqlite3.connect(effects)
+    try:
+        return list(db.execute("SELECT key, node, pid FROM calls"))
+    finally:
+        db.close()
+
+
+def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    journal, effects = tmp_path / "daemon.journal", tmp_path / "effects.db"
+    all_runs: list[str] = []
+    unfinished: list[int] = []  # runs each kill left unfinished
+    for kill in range(KILLS):
+        run_ids = [f"k{kill}-{n}" for n in range(RUNS_PER_KILL)]
+        all_runs += run_ids
+        process = _child(journal, effects, "start", *run_ids)
+        _kill_after_start(process, rng.uniform(0.0, 0.12))
+        if kill % 4 == 3:  # kill the resuming process too
+            durable = _durably_completed(journal)
+            before = {pid for _, _, pid in _calls(effects)}
+            _kill_after_start(_child(journal, effects, "resume"), rng.uniform(0.0, 0.05))
+            _assert_not_rerun(effects, durable, before)
+        durable = _durably_completed(journal)
+        before = {pid for _, _, pid in _calls(effects)}
+        unfinished.append(len(_unfinished(journal)))
+        out = _finish(journal, effects)
+        assert "DONE completed" in out or "STARTED 0" in out, out
+        _assert_not_rerun(effects, durable, before)
+    _assert_journal_and_effects(journal, effects, all_runs)
+    assert sum(1 for count in unfinished if count) >= KILLS // 2, unfinished  # kills hit runs
+
+
+def _unfinished(journal: Path) -> list[str]:
+    store = SqliteStore(journal, create=False)
+    try:
+        return store.unfinished()
+    finally:
+        store.close()
+
+
+def _assert_not_rerun(effects: Path, durable: set[tuple[str, str]], earlier_pids: set[int]) -> None:
+    """No process after the kill called a node whose completion was durable at the kill."""
+    again = [
+        (key, node)
+        for key, node, pid in _calls(effects)
+        if pid not in earlier_pids and (key.split(":")[0], node) in durable
+    ]
+    assert again == []
+
+
+def _assert_journal_and_effects(journal: Path, effects: Path, run_ids: list[str]) -> None:
+    store = SqliteStore(journal, create=False)
+    try:
+        assert store.unfinished() == []
+        for run_id in run_ids:
+            row = store.run(run_id)
+            assert row is not None and row.status == "completed", run_id
+            records = [record_of(entry) for entry in store.entries(run_id)]
+            assert [r.seq for r in records] == list(range(len(records)))
+            assert records[0].name == "run:started" and records[-1].name == "run:completed"
+            assert records[-1].state == {node: f"{run_id}:{node}:1" for node in NODES}
+            completed = [r.node_id for r in records if r.name == "node:completed"]
+            assert sorted(completed) == sorted(NODES)  # each node completed exactly once
+    finally:
+        store.close()
+    db = sqlite3.connect(effects)
+    try:
+        done = {key for (key,) in db.execute("SELECT key FROM done")}
+        assert done == {f"{run}:{node}:1" for run in run_ids for node in NODES}
+        called = {key for (key,) in db.execute("SELECT key FROM calls")}
+        assert called == done  # no other execution of any node, ever
+        charged = {key for (key,) in db.execute("SELECT key FROM tool_done")}
+        assert charged == {f"{run}:s6:1:charge" for run in run_ids}
+        tool_keys = {key for (key,) in db.execute("SELECT key FROM tool_calls")}
+        assert tool_keys == charged
+    finally:
+        db.close()
