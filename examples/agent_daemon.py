@@ -46,11 +46,12 @@ import collections
 import itertools
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
-from demo_workflows import TICKET_TOOLS, print_runs, run_workflows
+from demo_workflows import TICKET_TOOLS, print_journal, print_runs, run_workflows
 
 from actors import ActorError, Code, configure_logging, get_logger
 from actors.events import (
@@ -127,6 +128,8 @@ BREAKER = BreakerConfig(
 )
 READ_TIMEOUT = 0.8  # seconds: a hung provider is a `timeout` after this
 HEDGE_AFTER = 0.4  # seconds without an answer before the next target starts beside it
+#: The demo's run journal: a fresh file on every run (``python -m actors runs list``).
+JOURNAL = str(Path(".demo") / "runs.journal")
 
 
 def status(code: int, route: Route, *, times: int = 1, retry_after: str | None = None) -> Fault:
@@ -404,8 +407,16 @@ def print_summary(
     print("=" * 72)
 
 
+def fresh_journal(path: str) -> None:
+    """Remove the last demo's journal (its WAL files too): the demo's run ids repeat."""
+    Path(path).parent.mkdir(exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(path + suffix).unlink(missing_ok=True)
+
+
 async def main() -> int:
     configure_logging(mode="console", level="info")
+    fresh_journal(JOURNAL)
     summary = Summary()
     remove = add_event_hook(summary.hook)
     started = trio.current_time()
@@ -448,11 +459,12 @@ async def main() -> int:
                 tools = await Tools.from_tree(tree, NOTES_TOOLS, grants=GRANTS)
                 await run_phases(Daemon(tree, pool, tools, script, summary))
                 http = len(server.requests)  # the pool's phases; the runs report their own
-                workflows = await run_workflows(tree, script, RULES)
+                workflows = await run_workflows(tree, script, RULES, JOURNAL)
     finally:
         remove()
     print_runs(workflows)
     print_summary(trio.current_time() - started, summary, pool, budget, http)
+    print_journal(JOURNAL)
     return 0 if summary.outcomes.get("ok", 0) > 0 else 1
 
 

@@ -12,11 +12,14 @@ flight: its stream ends ``run:cancelled`` with the reason, and its request is cl
 from __future__ import annotations
 
 import collections
+import subprocess
+import sys
 from typing import Any
 
 import trio
 
 from actors.events import RunEvent
+from actors.journal import open_journal
 from actors.testing.chaos import Fault, FaultScript
 from actors.tools import Grants, ToolGroup, tool
 from supervisors import ProviderPool, Resilience, RetryRules, Target, Tools, Tree
@@ -121,8 +124,11 @@ async def follow(run: Run, lines: list[str], *, approve: bool = True) -> None:
             run.decide(record.node_id, "approve", by="demo-operator", reason="looks right")
 
 
-async def run_workflows(tree: Tree, script: FaultScript, rules: RetryRules) -> dict[str, Any]:
-    """Three triage runs (the third cancelled mid-flight); their streams and a summary."""
+async def run_workflows(
+    tree: Tree, script: FaultScript, rules: RetryRules, journal_path: str
+) -> dict[str, Any]:
+    """Three triage runs (the third cancelled mid-flight), journalled to
+    ``journal_path``; their streams and a summary."""
     pool = ProviderPool(
         [Target(ref=tree.ref("alpha"), provider="alpha", model="alpha-mini")],
         resilience=Resilience(retry=rules),
@@ -130,7 +136,10 @@ async def run_workflows(tree: Tree, script: FaultScript, rules: RetryRules) -> d
     )
     tools = await Tools.from_tree(tree, TICKET_TOOLS)
     lines: list[str] = []
-    async with open_runs(tree, pools=pool, tools=tools, runners=2) as runs:
+    async with (
+        open_journal(journal_path) as journal,
+        open_runs(tree, pools=pool, tools=tools, runners=2, journal=journal) as runs,
+    ):
         first = await runs.start(TRIAGE, {"ticket": "T-101"}, run_id="triage-101")
         second = await runs.start(TRIAGE, {"ticket": "T-102"}, run_id="triage-102")
         async with trio.open_nursery() as nursery:
@@ -151,6 +160,7 @@ async def run_workflows(tree: Tree, script: FaultScript, rules: RetryRules) -> d
         "filed": [outcome.state.get("filed") for outcome in outcomes],
         "attempts": pool.ledger.total.attempts,
         "tokens": pool.ledger.total.tokens,
+        "journal": journal_path,
     }
 
 
@@ -162,3 +172,12 @@ def print_runs(result: dict[str, Any]) -> None:
     print(f"  runs:                {result['statuses']}")
     print(f"  filed:               {result['filed']}")
     print(f"  model attempts:      {result['attempts']} ({result['tokens']} tokens)")
+
+
+def print_journal(path: str) -> None:
+    """The journal's listing, as ``python -m actors runs list`` prints it."""
+    command = [sys.executable, "-m", "actors", "runs", "list", "--journal", path]
+    print()
+    print(f"journal: python -m actors runs list --journal {path}")
+    listing = subprocess.run(command, capture_output=True, text=True, check=False)
+    print(listing.stdout.rstrip() or listing.stderr.rstrip())
