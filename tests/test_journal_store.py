@@ -378,3 +378,45 @@ async def test_the_default_file_is_in_the_working_directory(
     async with open_journal() as journal:
         await journal.append(entry_of(started()))
     assert [e.seq for e in SqliteStore(tmp_path / "runs.journal", create=False).entries("r")] == [0]
+
+
+@pytest.mark.parametrize("value", [-1.0, math.nan, True, "1", None])
+async def test_a_bad_close_timeout_is_refused(value: Any) -> None:
+    with pytest.raises(
+        ActorError, match=r"^\[input_validation\] open_journal: close_timeout must be seconds >= 0$"
+    ):
+        async with open_journal(MemoryStore(), close_timeout=value):
+            pass  # pragma: no cover
+
+
+async def test_prune_by_age_through_the_journal(autojump_clock: Any) -> None:
+    import time
+
+    from actors.journal import RunEnding
+
+    store = MemoryStore()
+    async with open_journal(store) as journal:
+        for run_id in ("old", "recent", "live"):
+            journal.submit(entry_of(started(run_id)), _Owner(), header=header(run_id))
+        now = time.time()
+        journal.submit(
+            entry_of(completed("old", 1)),
+            _Owner(),
+            ending=RunEnding("old", "completed", None, now - 8 * 86400, 1.0, 0, 0.0),
+        )
+        journal.submit(
+            entry_of(completed("recent", 1)),
+            _Owner(),
+            ending=RunEnding("recent", "failed", "timeout", now - 3600, 1.0, 0, 0.0),
+        )
+        await journal.flush()
+        assert await journal.prune(7 * 86400) == 1
+        assert sorted(row.run_id for row in store.runs()) == ["live", "recent"]
+        assert await journal.prune(0) == 1
+        assert [row.run_id for row in store.runs()] == ["live"]
+        for bad in (-1, math.nan, math.inf, True, "7d"):
+            with pytest.raises(
+                ActorError,
+                match=r"^\[input_validation\] Journal\.prune: older_than must be finite seconds",
+            ):
+                await journal.prune(bad)  # type: ignore[arg-type]

@@ -110,8 +110,7 @@ class SqliteStore:
                     ],
                 )
             db.executemany(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (run_id, seq) DO NOTHING",
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO NOTHING",
                 [(e.run_id, e.seq, e.name, e.at, e.body, e.checksum) for e in batch.entries],
             )
             if batch.endings:

@@ -24,6 +24,7 @@ never acknowledged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -167,6 +168,20 @@ class Journal:
         async with self._lock:
             return await trio.to_thread.run_sync(fn, *args)
 
+    async def prune(self, older_than: float) -> int:
+        """Delete the runs that ended more than ``older_than`` seconds ago (wall clock),
+        with their records and checkpoints; returns how many. Runs still running are
+        never pruned. ``input_validation`` for a negative, NaN or infinite age."""
+        if (
+            isinstance(older_than, bool)
+            or not isinstance(older_than, int | float)
+            or not 0 <= older_than < float("inf")
+        ):
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "Journal.prune: older_than must be finite seconds >= 0"
+            )
+        return await self.read(self.store.prune, time.time() - older_than)
+
     # -- the writer -----------------------------------------------------------------
 
     async def _run(self, scope: trio.CancelScope, done: trio.Event) -> None:
@@ -272,6 +287,12 @@ async def open_journal(
     only while the store works (``threshold`` consecutive failures end it), then closes
     the store. The writer is shielded from a cancel around the block for that reason.
     """
+    if isinstance(close_timeout, bool) or not (
+        isinstance(close_timeout, int | float) and close_timeout >= 0
+    ):
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "open_journal: close_timeout must be seconds >= 0"
+        )
     if isinstance(store, str | Path):
         store = await trio.to_thread.run_sync(SqliteStore, store)
     try:
