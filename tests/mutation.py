@@ -119,6 +119,12 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_pins.py",
         "tests/test_runs_hostile.py",
     ),
+    "supervisors/runs/progress.py": (
+        "tests/test_journal_runs.py",
+        "tests/test_journal_corrupt.py",
+    ),
+    "actors/journal/writer.py": ("tests/test_journal_store.py", "tests/test_journal_runs.py"),
+    "actors/journal/records.py": ("tests/test_journal_store.py",),
     "actors/nodes/runner.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",

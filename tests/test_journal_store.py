@@ -52,6 +52,20 @@ def completed(run_id: str, seq: int, **updates: Any) -> NodeCompleted:
 # -- entries --------------------------------------------------------------------------
 
 
+def _shared(levels: int) -> Any:
+    value: Any = [0]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def test_an_entry_gives_its_record_back_exactly() -> None:
     record = completed("r", 3, doc={"ids": [1, 2], "ok": True, "n": None}, score=0.25)
     entry = entry_of(record)
@@ -73,6 +87,8 @@ def test_an_entry_gives_its_record_back_exactly() -> None:
         ({"a"}, "set is not JSON data"),
         (object(), "object is not JSON data"),
         (b"x", "bytes is not JSON data"),
+        (_shared(60), "more than 1000000 items"),  # 2**60 paths: refused at once
+        (_nested(250), "nested deeper than 200 levels"),
     ],
 )
 def test_a_value_json_cannot_carry_is_refused(value: Any, why: str) -> None:

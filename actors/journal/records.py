@@ -7,7 +7,7 @@ that JSON cannot carry is ``output_validation``); :func:`record_of` reads one ba
 checksum that does not match, a name no record has, or a body that does not fit the
 record is ``event_log_corrupt`` naming the run and the ``seq``).
 
-What JSON carries: ``dict`` with string keys, ``list``/``tuple`` (read back as
+What JSON carries (at most 1,000,000 items and 200 levels in one value): ``dict`` with string keys, ``list``/``tuple`` (read back as
 ``list``; record fields typed as tuples are tuples again), ``str``, ``int``, finite
 ``float``, ``bool``, ``None``. A key that is not a string, a NaN or an infinity, a set
 or any other object is refused: the journal keeps nothing it could not give back.
@@ -61,27 +61,48 @@ def _refuse(value: object) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
+#: The most containers and items one journalled value may hold (a value shared many
+#: times over counts each time: JSON writes it out each time).
+MAX_ITEMS: Final = 1_000_000
+#: How deep one journalled value may nest.
+MAX_DEPTH: Final = 200
+
+
 def dumps(value: Any) -> str:
     """``value`` as compact JSON, or ``TypeError``/``ValueError`` when JSON cannot carry
-    it exactly (see the module docstring)."""
-    _check_keys(value, 0)
+    it exactly (see the module docstring) or it is larger than :data:`MAX_ITEMS` items
+    or deeper than :data:`MAX_DEPTH` levels."""
+    _check(value)
     return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_refuse)
 
 
-def _check_keys(value: Any, depth: int) -> None:
-    """json.dumps turns int keys into strings silently: refuse them instead."""
-    if depth > 200:
-        raise ValueError("nested too deep")
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if type(key) is not str:
-                raise TypeError(f"a key of type {type(key).__name__} is not JSON data")
-            if isinstance(item, Mapping | list | tuple):
-                _check_keys(item, depth + 1)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            if isinstance(item, Mapping | list | tuple):
-                _check_keys(item, depth + 1)
+def _check(value: Any) -> None:
+    """Refuse what json.dumps would accept wrongly (an int key becomes a string) or walk
+    for ever (a value shared along 2**60 paths), before it runs."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    items = 0
+    while stack:
+        current, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(current, Mapping):
+            children: Any = current.values()
+            for key in current:
+                if type(key) is not str:
+                    raise TypeError(f"a key of type {type(key).__name__} is not JSON data")
+        elif isinstance(current, list | tuple):
+            children = current
+        else:
+            continue
+        items += len(current)
+        if items > MAX_ITEMS:
+            raise ValueError(f"more than {MAX_ITEMS} items")
+        stack.extend((child, depth + 1) for child in children if not _is_leaf(child))
+
+
+def _is_leaf(value: Any) -> bool:
+    kind = type(value)
+    return kind is str or kind is int or kind is float or kind is bool or value is None
 
 
 def entry_of(record: RunEvent) -> Entry:
