@@ -120,6 +120,8 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_hostile.py",
     ),
     "supervisors/runs/progress.py": (
+        "tests/test_runs_progress.py",
+        "tests/test_runs_steps.py",
         "tests/test_journal_runs.py",
         "tests/test_journal_corrupt.py",
     ),
