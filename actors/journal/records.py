@@ -7,10 +7,11 @@ that JSON cannot carry is ``output_validation``); :func:`record_of` reads one ba
 checksum that does not match, a name no record has, or a body that does not fit the
 record is ``event_log_corrupt`` naming the run and the ``seq``).
 
-What JSON carries (at most 1,000,000 items and 200 levels in one value): ``dict`` with string keys, ``list``/``tuple`` (read back as
-``list``; record fields typed as tuples are tuples again), ``str``, ``int``, finite
-``float``, ``bool``, ``None``. A key that is not a string, a NaN or an infinity, a set
-or any other object is refused: the journal keeps nothing it could not give back.
+What JSON carries (at most 1,000,000 items and 200 levels in one value): ``dict``
+with string keys, ``list``/``tuple`` (read back as ``list``; record fields typed as
+tuples are tuples again), ``str``, ``int``, finite ``float``, ``bool``, ``None``. A
+key that is not a string, a NaN or an infinity, a set or any other object is refused:
+the journal keeps nothing it could not give back.
 """
 
 from __future__ import annotations
