@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import (
     actor_bench,
+    journal_bench,
     pool_bench,
     provider_bench,
     resilience_bench,
@@ -33,6 +34,8 @@ BENCHMARKS = {
     "tool_call": tool_bench.tool_call,
     "run_node": run_bench.run_node,
     "run_memory": run_bench.run_memory,
+    "journal_append": journal_bench.journal_append,
+    "run_resume": journal_bench.run_resume,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"
