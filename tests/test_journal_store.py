@@ -436,3 +436,24 @@ async def test_prune_by_age_through_the_journal(autojump_clock: Any) -> None:
                 match=r"^\[input_validation\] Journal\.prune: older_than must be finite seconds",
             ):
                 await journal.prune(bad)  # type: ignore[arg-type]
+
+
+async def test_a_cancelled_appender_leaves_its_entry_queued(autojump_clock: Any) -> None:
+    store = FlakyStore()
+    store.fail = 1
+    async with open_journal(store) as journal:
+        with trio.move_on_after(1) as scope:
+            await journal.append(entry_of(started("gone")))
+        assert scope.cancelled_caught
+        assert store.entries("gone") == []
+        await journal.append(entry_of(started("next")))  # written with it at t=2
+        assert trio.current_time() == 2.0
+    assert [e.seq for e in store.entries("gone")] == [0]
+    assert store.writes == 1
+
+
+async def test_a_flush_with_nothing_queued_returns_at_once(autojump_clock: Any) -> None:
+    store = MemoryStore()
+    async with open_journal(store) as journal:
+        await journal.flush()
+        assert (trio.current_time(), store.writes) == (0.0, 0)
