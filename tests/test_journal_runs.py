@@ -435,3 +435,20 @@ async def test_a_halt_cancels_the_work_in_flight(autojump_clock: Any) -> None:
     assert outcome.code == "persistence_unavailable"
     assert cancelled == ["sleepy"]
     assert of(run, "run:failed")[0].at == 6.0
+
+
+async def test_runs_over_a_closed_journal_refuse_to_start(autojump_clock: Any) -> None:
+    from actors.journal import open_journal
+    from supervisors import SupervisorSpec, open_tree
+    from supervisors.runs import open_runs
+
+    wf = chain(Effects(), "a")
+    async with open_tree(SupervisorSpec()) as tree:
+        async with open_journal(MemoryStore()) as journal:
+            pass
+        assert journal.closed
+        async with open_runs(tree, journal=journal) as runs:
+            with pytest.raises(
+                ActorError, match=r"^\[actor_stopped\] the runs' journal is closed$"
+            ):
+                await runs.start(wf)

@@ -457,3 +457,18 @@ async def test_a_flush_with_nothing_queued_returns_at_once(autojump_clock: Any) 
     async with open_journal(store) as journal:
         await journal.flush()
         assert (trio.current_time(), store.writes) == (0.0, 0)
+
+
+def test_one_writer_per_journal_file(tmp_path: Path) -> None:
+    path = tmp_path / "j.journal"
+    first = SqliteStore(path)
+    with pytest.raises(
+        ActorError, match=r"^\[config_invalid\] journal '.*j\.journal' is in use by another writer$"
+    ):
+        SqliteStore(path)
+    reader = SqliteStore(path, create=False)  # readers take no lock
+    with pytest.raises(ActorError, match=r"in use by another writer"):
+        SqliteStore(path, create=False, exclusive=True)
+    reader.close()
+    first.close()
+    SqliteStore(path).close()  # released with the store

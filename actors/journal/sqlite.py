@@ -2,12 +2,17 @@
 ``synchronous=FULL`` — a transaction that returned is on disk.
 
 One connection, used by one thread at a time (the journal serialises its calls). The
-file is created with its tables on first use; :func:`open_store` opens one for reading
-too (the CLI) and refuses a path that does not exist when ``create`` is false.
+file is created with its tables on first use. A store that creates (``create=True``,
+the journal's) holds ``PATH.lock`` exclusively while it is open: a second writer on the
+same file — another daemon, which would resume this one's live runs — is refused with
+``config_invalid``. ``create=False`` opens an existing journal only (the CLI; no lock
+unless ``exclusive=True``) and refuses a path that does not exist.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Final
@@ -60,12 +65,17 @@ _RUN_COLUMNS: Final = (
 class SqliteStore:
     """A :class:`~actors.journal.store.JournalStore` in one SQLite file."""
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, create: bool = True, exclusive: bool | None = None
+    ) -> None:
         self.path = Path(path)
         if not create and not self.path.is_file():
             raise ActorError.from_code(
                 Code.CONFIG_INVALID, f"no journal at {str(self.path)[:200]!r}"
             )
+        self._lock: int | None = None
+        if create if exclusive is None else exclusive:
+            self._lock = _lock(self.path)
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=5.0
         )
@@ -189,6 +199,26 @@ class SqliteStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._lock is not None:
+            os.close(self._lock)  # releases the lock
+            self._lock = None
+
+
+def _lock(path: Path) -> int:
+    """Hold ``PATH.lock`` exclusively for this store's life: one writing daemon per
+    journal (a second would resume the first one's live runs). The operating system
+    releases it when the process dies, however it dies."""
+    descriptor = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(descriptor)
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"journal {str(path)[:200]!r} is in use by another writer",
+            cause=exc,
+        ) from exc
+    return descriptor
 
 
 def _row(row: Any) -> RunRow:

@@ -145,6 +145,11 @@ class Journal:
         self._closed = False
         self._writing = False
 
+    @property
+    def closed(self) -> bool:
+        """The journal's block was left: nothing more can be submitted."""
+        return self._closed
+
     # -- appending ------------------------------------------------------------------
 
     def submit(

@@ -78,6 +78,10 @@ class RunJournal:
 
     def record(self, record: RunEvent) -> None:
         """Journal ``record``; it reaches the run's readers once durable."""
+        if self.halt is None and self.journal.closed:  # its block was left under the run
+            self.halted(
+                ActorError.from_code(Code.PERSISTENCE_UNAVAILABLE, "the journal is closed")
+            )
         if self.halt is not None:
             self.run.deliver(record)
             return

@@ -238,6 +238,8 @@ class Runs:
         if self._closed is not None or self._nursery is None:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
         if journal is not None:
+            if journal.closed:
+                raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs' journal is closed")
             try:
                 dumps(state)
             except (TypeError, ValueError, RecursionError) as exc:
