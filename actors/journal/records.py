@@ -106,16 +106,22 @@ def _is_leaf(value: Any) -> bool:
     return kind is str or kind is int or kind is float or kind is bool or value is None
 
 
-def entry_of(record: RunEvent) -> Entry:
+def entry_of(record: RunEvent, *, checked: bool = False) -> Entry:
     """``record`` as an entry; ``output_validation`` naming the run, ``seq`` and field
-    when one of its values is not JSON data."""
+    when one of its values is not JSON data. ``checked``: its values were each checked
+    by :func:`dumps` already (a run's final state holds every node's updates: it is not
+    held to the per-value size limit again)."""
     fields = {
         field.name: getattr(record, field.name)
         for field in attrs.fields(type(record))
         if field.name not in _COMMON
     }
     try:
-        body = dumps(fields)
+        body = (
+            json.dumps(fields, separators=(",", ":"), allow_nan=False, default=_refuse)
+            if checked
+            else dumps(fields)
+        )
     except (TypeError, ValueError, RecursionError) as exc:
         raise ActorError.from_code(
             Code.OUTPUT_VALIDATION,

@@ -79,9 +79,7 @@ class RunJournal:
     def record(self, record: RunEvent) -> None:
         """Journal ``record``; it reaches the run's readers once durable."""
         if self.halt is None and self.journal.closed:  # its block was left under the run
-            self.halted(
-                ActorError.from_code(Code.PERSISTENCE_UNAVAILABLE, "the journal is closed")
-            )
+            self.halted(ActorError.from_code(Code.PERSISTENCE_UNAVAILABLE, "the journal is closed"))
         if self.halt is not None:
             self.run.deliver(record)
             return
@@ -93,7 +91,9 @@ class RunJournal:
             header, self.header = self.header, None
         elif name == "node:completed":
             progress.budget = self.budget()
-            body = dumps(progress.snapshot())
+            # Every value in it was checked when it came in (the inputs, each node's
+            # updates): the whole state is not held to the per-value size limit.
+            body = json.dumps(progress.snapshot(), separators=(",", ":"), allow_nan=False)
             point = Checkpoint(
                 self.run.run_id,
                 record.seq,
@@ -103,7 +103,9 @@ class RunJournal:
         elif name in TERMINAL:
             ending = _ending(record)
         self.waiting.append(record)
-        self.journal.submit(entry_of(record), self, header=header, ending=ending, checkpoint=point)
+        self.journal.submit(
+            entry_of(record, checked=True), self, header=header, ending=ending, checkpoint=point
+        )
 
     def check(self, node_id: str, updates: Any) -> None:
         """``output_validation`` when ``updates`` cannot be journalled exactly."""
