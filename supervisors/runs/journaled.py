@@ -145,6 +145,17 @@ class RunJournal:
         if self.on_halt is not None:
             self.on_halt(error)
 
+    def detach(self) -> None:
+        """Journal nothing more of this run (a resume whose caller was cancelled): what
+        follows is delivered to its readers only, and the journal keeps the run
+        unfinished — resumable — as a crash would."""
+        if self.halt is None:
+            self.halt = ActorError.from_code(Code.CANCELLED, "detached from the journal")
+            for record in self.waiting:
+                self.run.deliver(record)
+            self.waiting.clear()
+            self._settle()
+
     # -- waits ----------------------------------------------------------------------
 
     async def settled(self) -> None:

@@ -331,6 +331,8 @@ class Runs:
             self._nursery.start_soon(self._drive, engine)
         reason = await cancel_in_effect()
         if reason is not None:
+            if resume is not None and journaled is not None:
+                journaled.detach()  # a cancelled resume leaves the run resumable
             run.cancel(reason)
             await trio.lowlevel.checkpoint()  # raises the caller's Cancelled
         return run
