@@ -63,3 +63,15 @@ async def journalled(
         open_runs(tree, journal=journal, **options) as runs,
     ):
         yield tree, runs, journal
+
+
+def copy_file(live: Any, image: Any) -> None:
+    """Copy a SQLite journal as it is on disk now (what a crash would leave)."""
+    import sqlite3
+
+    source, target = sqlite3.connect(live), sqlite3.connect(image)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()

@@ -19,6 +19,7 @@ from actors.journal.cli import main
 from supervisors import SupervisorSpec, open_tree
 from supervisors.runs import open_runs
 from tests.journal_cli_app import BROKEN, GATED
+from tests.journal_helpers import copy_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
@@ -54,10 +55,7 @@ async def _journal(path: Path, *, leave_open: bool = False) -> None:
         while not waiting.pending:
             await trio.sleep(0.01)
         await journal.flush()
-        source, target = sqlite3.connect(live), sqlite3.connect(path)
-        source.backup(target)
-        source.close()
-        target.close()
+        copy_file(live, path)
         waiting.cancel("test over")
 
 

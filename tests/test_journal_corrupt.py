@@ -16,6 +16,7 @@ from actors.journal import checksum, open_journal
 from actors.testing import capture_events
 from supervisors import SupervisorSpec, open_tree
 from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_runs
+from tests.journal_helpers import copy_file
 
 
 async def _step(ctx: NodeContext) -> dict[str, Any]:
@@ -45,10 +46,7 @@ async def _image(tmp_path: Path) -> Path:
             while run.pending != ("ok",):
                 await trio.sleep(0.01)
         await journal.flush()
-        source, target = sqlite3.connect(live), sqlite3.connect(image)
-        source.backup(target)  # what is on disk now
-        source.close()
-        target.close()
+        copy_file(live, image)
         for run in list(runs.live.values()):
             run.cancel("test over")
     return image

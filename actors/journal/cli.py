@@ -149,30 +149,27 @@ def _when(wall: float) -> str:
 
 
 def _show(args: argparse.Namespace, out: TextIO) -> int:
-    store = _open(args.journal)
-    try:
-        row = _run_row(store, args.run, args.journal)
-        _summary(row, out)
-        printer = _Printer(out)
-        printer.print(store.entries(row.run_id))
-    finally:
-        store.close()
-    printer.failure()
-    return 1 if printer.corrupt else 0
+    return _records(args.journal, args.run, out, follow=None)
 
 
 def _tail(args: argparse.Namespace, out: TextIO) -> int:
     if not args.interval > 0:
         raise CliError("--interval must be seconds > 0")
-    store = _open(args.journal)
+    return _records(args.journal, args.run, out, follow=args.interval if args.follow else None)
+
+
+def _records(path: str, run_id: str, out: TextIO, *, follow: float | None) -> int:
+    """The run's summary and records; with ``follow``, new records every ``follow``
+    seconds until the terminal one."""
+    store = _open(path)
     try:
-        row = _run_row(store, args.run, args.journal)
+        row = _run_row(store, run_id, path)
         _summary(row, out)
         printer = _Printer(out)
         printer.print(store.entries(row.run_id))
-        while args.follow and not printer.ended:
+        while follow is not None and not printer.ended:
             out.flush()
-            time.sleep(args.interval)
+            time.sleep(follow)
             printer.print(store.entries(row.run_id, after=printer.last))
     finally:
         store.close()
