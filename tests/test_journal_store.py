@@ -472,3 +472,40 @@ def test_one_writer_per_journal_file(tmp_path: Path) -> None:
     reader.close()
     first.close()
     SqliteStore(path).close()  # released with the store
+
+
+def test_the_checksum_is_pinned() -> None:
+    """Stored journals outlive the code: the checksum of an entry may never change."""
+    assert checksum("r", 1, "node:completed", 2.0, '{"a":1}') == "d6cb984d0d420b72085aef5618954342"
+    assert checksum("r", 1, "", 0.0, "{}") == "ac328c62b91ed020246e435d3b33d008"
+    assert (
+        len(
+            {
+                checksum("r", 1, "n", 2.0, "{}"),
+                checksum("r", 1, "n", 2.5, "{}"),
+                checksum("r", 2, "n", 2.0, "{}"),
+                checksum("s", 1, "n", 2.0, "{}"),
+                checksum("r", 1, "m", 2.0, "{}"),
+                checksum("r", 1, "n", 2.0, "[]"),
+            }
+        )
+        == 6
+    )
+
+
+def test_a_checked_record_is_written_as_compact_json_without_the_size_walk() -> None:
+    from types import MappingProxyType
+
+    record = completed("r", 2, shared=_shared(25))  # 2**25 leaves: over the item limit
+    with pytest.raises(ActorError, match=r"more than 1000000 items"):
+        entry_of(record)
+    small = completed("r", 3, doc=MappingProxyType({"k": [1, 2.5, None, True]}))
+    entry = entry_of(small, checked=True)
+    assert entry.body == (
+        '{"node_id":"a","execution":1,"attempt":1,"updates":{"doc":{"k":[1,2.5,null,true]}},'
+        '"next":["b"],"duration":0.5}'
+    )
+    assert entry == entry_of(small)
+    assert entry.checksum == checksum("r", 3, "node:completed", 2.0, entry.body)
+    with pytest.raises(ActorError, match=r"^\[output_validation\] run 'r' seq 4 .*set is not JSON"):
+        entry_of(completed("r", 4, bad={1}), checked=True)
