@@ -4,15 +4,29 @@ after a halt in the same process, past the run's wall clock."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import trio
 
 from actors import ActorError
-from actors.journal import MemoryStore, record_of
-from supervisors import BudgetLimits
-from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow
+from actors.journal import MemoryStore, open_journal, record_of
+from actors.providers import OpenAIProvider, ProviderConfig
+from actors.testing.chaos import chaos_server
+from actors.tools import NONE, Grants, ToolContext, ToolGroup, tool
+from supervisors import (
+    BudgetLimits,
+    ChildSpec,
+    ProviderPool,
+    SupervisorSpec,
+    Target,
+    Tools,
+    open_tree,
+    tool_hosts,
+)
+from supervisors.runs import Agent, Approval, Edge, NodeContext, Runs, Step, Workflow, open_runs
 from tests.journal_helpers import FlakyStore, crashed, journalled
 from tests.runs_helpers import assert_well_formed, names, of
 
@@ -145,3 +159,109 @@ async def test_a_run_resumed_past_its_wall_clock_times_out_at_once(autojump_cloc
     assert 29.0 <= waited <= 30.0  # the run time it had used before the crash counts
     records = list(run.history)
     assert all(a.at <= b.at for a, b in itertools.pairwise(records))
+
+
+async def test_two_executions_of_one_node_in_flight_resume_with_their_own_keys(
+    autojump_clock: Any,
+) -> None:
+    seen: list[str] = []
+    gate = trio.Event()
+
+    async def quick(ctx: NodeContext) -> None:
+        return None
+
+    async def held(ctx: NodeContext) -> dict[str, Any]:
+        seen.append(ctx.key)
+        await gate.wait()
+        return {f"x{ctx.execution}": ctx.key}
+
+    wf = Workflow(
+        name="twice",
+        nodes=[
+            Step(id="a", fn=quick),
+            Step(id="b", fn=quick),
+            Step(id="x", fn=held, writes=["x1", "x2"]),
+        ],
+        edges=[Edge(source="a", target="x"), Edge(source="b", target="x")],
+        start=["a", "b"],
+    )
+    store = MemoryStore()
+    async with journalled(store, runners=4) as (_, runs, _journal):
+        run = await runs.start(wf, run_id="t")
+        await trio.sleep(1)
+        assert sorted(seen) == ["t:x:1", "t:x:2"]
+        kept = crashed(store)
+        run.cancel("test over")
+    seen.clear()
+    gate.set()
+    async with journalled(kept, workflows=[wf], runners=4) as (_, runs, _journal):
+        (again,) = runs.resumed
+        outcome = await again.wait()
+    assert outcome.status == "completed"
+    assert sorted(seen) == ["t:x:1", "t:x:2"]  # each execution again, with its own key
+    assert outcome.state == {"x1": "t:x:1", "x2": "t:x:2"}
+    resumed = of(again, "run:resumed")[0]
+    assert sorted(resumed.in_flight) == ["x", "x"]
+    assert_well_formed(again)
+
+
+TOOL_GATE: list[trio.Event] = []
+LOOKED_UP: list[str] = []
+
+
+@tool
+async def slow_lookup(query: str, context: ToolContext) -> dict[str, Any]:
+    """Look something up, once per key."""
+    LOOKED_UP.append(context.key)
+    if TOOL_GATE:
+        await TOOL_GATE[0].wait()
+    return {"found": query.upper()}
+
+
+@asynccontextmanager
+async def _agent_world(store: MemoryStore, wf: Workflow) -> AsyncIterator[Runs]:
+    group = ToolGroup("g", [slow_lookup])
+    async with chaos_server() as server:
+        config = ProviderConfig(name="A", base_url=server.url, api_key="sk-test-journal-0000")
+        children = [ChildSpec(id="A", actor=OpenAIProvider, args=(config,)), *tool_hosts(group)]
+        async with open_tree(SupervisorSpec(children=children)) as tree:
+            pool = ProviderPool([Target(ref=tree.ref("A"), provider="A", model="m1")])
+            tools = await Tools.from_tree(tree, group, grants=NONE)
+            async with (
+                open_journal(store) as journal,
+                open_runs(tree, pools=pool, tools=tools, journal=journal, workflows=[wf]) as runs,
+            ):
+                yield runs
+
+
+async def test_an_agent_in_flight_at_a_crash_calls_its_tool_again_with_the_same_key(
+    autojump_clock: Any,
+) -> None:
+    wf = Workflow(
+        name="agentic",
+        nodes=[
+            Agent(
+                id="agent",
+                model="m1",
+                messages=[("user", "call: {topic}")],
+                grants=Grants.allow("slow_lookup"),
+            )
+        ],
+    )
+    LOOKED_UP.clear()
+    TOOL_GATE[:] = [trio.Event()]
+    store = MemoryStore()
+    async with _agent_world(store, wf) as runs:
+        run = await runs.start(wf, {"topic": "weather"}, run_id="ag")
+        await trio.sleep(1)
+        assert LOOKED_UP == ["ag:agent:1:0"]  # the tool is running
+        kept = crashed(store)
+        run.cancel("test over")
+    TOOL_GATE.clear()
+    async with _agent_world(kept, wf) as runs:
+        (again,) = runs.resumed
+        outcome = await again.wait()
+    assert outcome.status == "completed", outcome
+    assert LOOKED_UP == ["ag:agent:1:0", "ag:agent:1:0"]  # the same key: done once by the tool
+    assert [(c.key, c.code) for c in of(again, "tool:called")] == [("ag:agent:1:0", "ok")]
+    assert of(again, "run:resumed")[0].in_flight == ("agent",)
