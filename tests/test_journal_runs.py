@@ -400,7 +400,7 @@ async def test_three_failures_halt_the_run_and_a_resume_completes_it(autojump_cl
     assert names(run)[-2:] == ["node:completed", "run:failed"]  # shown, not journalled
     row = kept.run("h")
     assert row is not None and row.status == "running"  # the halt is not journalled
-    assert [r.name for r in stored(kept, "h")] == ["run:started"]  # a ran in that batch
+    assert [r.name for r in stored(kept, "h")] == ["run:started", "node:started"]  # a began
     async with journalled(kept, workflows=[wf], runners=2) as (_, runs, _journal):
         (again,) = runs.resumed
         final = await again.wait()

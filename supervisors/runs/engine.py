@@ -480,6 +480,11 @@ class Engine:
         )
         return True
 
+    async def journalled(self) -> None:
+        journaled = self.run.journaled
+        if journaled is not None:
+            await journaled.settled()
+
     def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
         self.run.publish(
             ToolCalled, node_id=ctx.node_id, tool=tool, index=index, key=key, code=code

@@ -203,10 +203,13 @@ def _named(text: str) -> Any:
 
 async def run_attempt(ctx: NodeContext) -> Any:
     """One attempt on a node runner: ``node:started`` once a runner has taken it (not
-    while it waits for one), then the work of the node's kind. An attempt that a runner
+    while it waits for one), then — once that record is durable, with a journal — the
+    work of the node's kind. An attempt that a runner
     takes after its run began to end does nothing (nobody waits for its answer)."""
-    if not ctx.reporter.node_started(ctx):
+    reporter = ctx.reporter
+    if not reporter.node_started(ctx):
         return ActorError.from_code(Code.CANCELLED, "the run is ending", node_id=ctx.node_id)
+    await reporter.journalled()
     return await WORK[ctx.node.kind](ctx)
 
 
