@@ -452,3 +452,27 @@ async def test_runs_over_a_closed_journal_refuse_to_start(autojump_clock: Any) -
                 ActorError, match=r"^\[actor_stopped\] the runs' journal is closed$"
             ):
                 await runs.start(wf)
+
+
+async def test_a_node_whose_start_cannot_be_journalled_never_does_its_work(
+    autojump_clock: Any,
+) -> None:
+    class BreaksAfterA(FlakyStore):
+        def write(self, batch: Any) -> None:
+            super().write(batch)
+            if any(e.name == "node:completed" for e in batch.entries):
+                self.fail = -1  # from now on: b's node:started is never durable
+
+    store = BreaksAfterA()
+    effects = Effects()
+    async with journalled(store) as (_, runs, _journal):
+        run = await runs.start(chain(effects, "a", "b"), run_id="w")
+        outcome = await run.wait()
+    assert outcome.code == "persistence_unavailable"
+    assert effects.calls == [("w:a:1", 1)]  # b was started on a runner, but did no work
+    assert names(run)[-2:] == ["node:started", "run:failed"]
+    assert [r.name for r in stored(store, "w")] == [
+        "run:started",
+        "node:started",
+        "node:completed",
+    ]

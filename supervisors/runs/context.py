@@ -29,10 +29,11 @@ class Reporter(Protocol):
     def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
         """A tool call of the attempt ended with ``code`` (``"ok"`` or the error's)."""
 
-    async def journalled(self) -> None:
+    async def journalled(self) -> bool:
         """Return once what the run published so far is durable (at once without a
         journal): a node's work starts after its ``node:started`` is on disk, so a
-        crash can never leave work done under an execution number the journal lacks."""
+        crash can never leave work done under an execution number the journal lacks.
+        ``False`` when the run began to end meanwhile (a halt): the work must not start."""
 
 
 class NodeContext:

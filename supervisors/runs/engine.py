@@ -480,10 +480,12 @@ class Engine:
         )
         return True
 
-    async def journalled(self) -> None:
+    async def journalled(self) -> bool:
         journaled = self.run.journaled
-        if journaled is not None:
-            await journaled.settled()
+        if journaled is None:
+            return True
+        await journaled.settled()
+        return not self.ending()
 
     def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
         self.run.publish(

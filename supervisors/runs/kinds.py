@@ -207,9 +207,8 @@ async def run_attempt(ctx: NodeContext) -> Any:
     work of the node's kind. An attempt that a runner
     takes after its run began to end does nothing (nobody waits for its answer)."""
     reporter = ctx.reporter
-    if not reporter.node_started(ctx):
+    if not reporter.node_started(ctx) or not await reporter.journalled():
         return ActorError.from_code(Code.CANCELLED, "the run is ending", node_id=ctx.node_id)
-    await reporter.journalled()
     return await WORK[ctx.node.kind](ctx)
 
 
