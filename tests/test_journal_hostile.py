@@ -265,3 +265,81 @@ async def test_an_agent_in_flight_at_a_crash_calls_its_tool_again_with_the_same_
     assert LOOKED_UP == ["ag:agent:1:0", "ag:agent:1:0"]  # the same key: done once by the tool
     assert [(c.key, c.code) for c in of(again, "tool:called")] == [("ag:agent:1:0", "ok")]
     assert of(again, "run:resumed")[0].in_flight == ("agent",)
+
+
+class Boom(BaseException):
+    """Not an Exception: what a store's write may raise in the worst case."""
+
+
+class Exploding(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.explode = False
+
+    def write(self, batch: Any) -> None:
+        if self.explode:
+            raise Boom("the store blew up")
+        super().write(batch)
+
+
+async def test_a_store_raising_a_base_exception_halts_the_runs_and_hangs_nothing(
+    autojump_clock: Any,
+) -> None:
+    store = Exploding()
+
+    async def last(ctx: NodeContext) -> dict[str, Any]:
+        store.explode = True
+        return {"a": 1}
+
+    wf = Workflow(name="w", nodes=[Step(id="a", fn=last, writes=["a"])])
+    started: list[Any] = []
+    with pytest.raises(BaseException) as info, trio.fail_after(60):  # nothing hangs
+        async with journalled(store) as (_, runs, _journal):
+            started.append(await runs.start(wf, run_id="b"))
+            await trio.sleep_forever()  # the journal's failure ends the blocks, loudly
+    found = info.value
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    assert isinstance(found, Boom)
+    (run,) = started
+    assert run.done and run.outcome().code == "persistence_unavailable"
+    assert names(run) == ["run:started", "node:started", "run:failed"]
+
+
+async def test_a_run_whose_end_was_not_durable_at_a_halt_has_failed(autojump_clock: Any) -> None:
+    store = FlakyStore()
+
+    async def last(ctx: NodeContext) -> dict[str, Any]:
+        store.fail = -1  # its completion and the run's end are never written
+        return {"a": 1}
+
+    wf = Workflow(name="w", nodes=[Step(id="a", fn=last, writes=["a"])])
+    async with journalled(store) as (_, runs, _journal):
+        run = await runs.start(wf, run_id="e")
+        outcome = await run.wait()
+        kept = crashed(store)
+    assert outcome.status == "failed" and outcome.code == "persistence_unavailable"
+    assert names(run) == ["run:started", "node:started", "run:failed"]
+    assert of(run, "run:failed")[0].at == 6.0
+    assert [record_of(e).name for e in kept.entries("e")] == ["run:started", "node:started"]
+    assert kept.run("e").status == "running"  # type: ignore[union-attr]
+
+
+async def test_two_runs_blocks_on_one_journal_resume_a_run_once(autojump_clock: Any) -> None:
+    from actors.testing import capture_events
+
+    kept = await _paused()
+    with capture_events("run.not_resumed") as refused:
+        async with (
+            open_journal(kept) as journal,
+            open_tree(SupervisorSpec()) as tree,
+            open_runs(tree, journal=journal, workflows=[WF]) as first,
+            open_runs(tree, journal=journal, workflows=[WF], name="runs-2") as second,
+        ):
+            assert [r.run_id for r in first.resumed] == ["r"]
+            assert second.resumed == ()
+            with pytest.raises(ActorError, match=r"^\[name_taken\] run 'r' is running on this"):
+                await second.resume("r")
+            (run,) = first.resumed
+            run.cancel("done")
+    assert [(r.run_id, r.code) for r in refused] == [("r", "name_taken")]

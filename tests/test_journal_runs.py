@@ -397,7 +397,9 @@ async def test_three_failures_halt_the_run_and_a_resume_completes_it(autojump_cl
     ]
     assert of(run, "run:failed")[0].at == 6.0
     assert calls == [("h:a:1", 1)]  # neither b nor c started
-    assert names(run)[-2:] == ["node:completed", "run:failed"]  # shown, not journalled
+    # Readers saw only what the journal has, then the halt (not journalled).
+    assert names(run) == ["run:started", "node:started", "run:failed"]
+    assert [r.seq for r in run.history] == [0, 1, 2]
     row = kept.run("h")
     assert row is not None and row.status == "running"  # the halt is not journalled
     assert [r.name for r in stored(kept, "h")] == ["run:started", "node:started"]  # a began
@@ -470,9 +472,10 @@ async def test_a_node_whose_start_cannot_be_journalled_never_does_its_work(
         outcome = await run.wait()
     assert outcome.code == "persistence_unavailable"
     assert effects.calls == [("w:a:1", 1)]  # b was started on a runner, but did no work
-    assert names(run)[-2:] == ["node:started", "run:failed"]
     assert [r.name for r in stored(store, "w")] == [
         "run:started",
         "node:started",
         "node:completed",
     ]
+    assert list(run.history[:-1]) == stored(store, "w")  # b's start was never shown
+    assert run.history[-1].name == "run:failed" and run.history[-1].seq == 3

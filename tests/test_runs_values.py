@@ -199,3 +199,17 @@ async def test_inputs_that_cannot_be_read_are_input_validation(autojump_clock: A
             await runs.start(Workflow(name="w", nodes=[step("a", lambda ctx: None)]), cyclic)
         assert not runs.live
         assert [c.id for c in tree.root.which_children()] == ["runs"]
+
+
+async def test_a_node_passing_on_what_it_read_writes_plain_data(autojump_clock: Any) -> None:
+    async def pass_on(ctx: NodeContext) -> dict[str, Any]:
+        return {"copy": ctx.state["items"], "doc": ctx.state["doc"]}
+
+    wf = Workflow(name="w", nodes=[step("a", pass_on, "copy", "doc")])
+    async with running() as (_, runs):
+        outcome = await (await runs.start(wf, {"items": [1, [2, 3]], "doc": {"k": (4,)}})).wait()
+    assert outcome.status == "completed"
+    assert type(outcome.state["copy"]) is list and outcome.state["copy"] == [1, [2, 3]]
+    assert type(outcome.state["copy"][1]) is list
+    assert type(outcome.state["doc"]) is dict and outcome.state["doc"] == {"k": (4,)}
+    assert json.loads(json.dumps(outcome.state["copy"])) == [1, [2, 3]]

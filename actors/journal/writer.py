@@ -144,6 +144,22 @@ class Journal:
         self._closing = False
         self._closed = False
         self._writing = False
+        self._claims: set[str] = set()
+        #: The batch being written and its waiters (what the writer abandons if it dies).
+        self._current: tuple[list[_Item], list[_Waiters]] = ([], [])
+
+    def claim(self, run_id: str) -> bool:
+        """Take ``run_id`` for one engine in this process (``False``: another has it).
+        Every ``open_runs`` on this journal claims a run before it runs it, so two blocks
+        never run one run at once."""
+        if run_id in self._claims:
+            return False
+        self._claims.add(run_id)
+        return True
+
+    def release(self, run_id: str) -> None:
+        """Give ``run_id`` back (its run ended, or never started)."""
+        self._claims.discard(run_id)
 
     @property
     def closed(self) -> bool:
@@ -233,7 +249,27 @@ class Journal:
             with scope:
                 await self._loop()
         finally:
+            # However the writer ends — drained, given up while closing, cancelled at the
+            # close timeout, or killed by a store raising a BaseException — nobody may go
+            # on waiting for it: what is left is never acknowledged.
+            self._abandon()
             done.set()
+
+    def _abandon(self) -> None:
+        self._closed = True
+        batch, waiting = self._current
+        left = [*batch, *self._queue]
+        self._queue = []
+        self._current = ([], [])
+        if left or waiting:
+            error = ActorError.from_code(
+                Code.PERSISTENCE_UNAVAILABLE, "the journal stopped before writing this"
+            )
+            for item in left:
+                if item.owner is not None:
+                    item.owner.halted(error)
+        for waiters in (*waiting, self._waiters):
+            waiters.release(False)
 
     async def _loop(self) -> None:
         while True:
@@ -246,6 +282,7 @@ class Journal:
             batch, self._queue = self._queue, []
             waiting = [self._waiters]
             self._waiters = _Waiters()
+            self._current = (batch, waiting)
             self._writing = True
             try:
                 while True:
@@ -262,6 +299,7 @@ class Journal:
                     break
             finally:
                 self._writing = False
+            self._current = ([], [])
             if self.failures:
                 emit(JournalRecovered(failures=self.failures))
                 self.failures = 0

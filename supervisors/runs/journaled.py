@@ -9,9 +9,10 @@ carries a checkpoint (the progress after it); ``run:started`` the run's header (
 workflow's definition and its limits); a terminal record the run's summary.
 
 When the journal halts the run (``persistence_unavailable``) the records not yet durable
-are delivered at once, and nothing more is submitted: the halt's own ``run:failed`` is
-not journalled, so the journal keeps the run unfinished and a later start resumes it
-from its last durable record.
+are dropped from the stream (its ``seq`` goes on from the first of them), nothing more
+is submitted, and the run ends ``run:failed`` — even one whose terminal record was
+waiting. That ``run:failed`` is not journalled, so the journal keeps the run unfinished
+and a later start resumes it from its last durable record.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class Stream(Protocol):
     run_id: str
 
     def deliver(self, record: RunEvent) -> None: ...
+
+    def rewind(self, seq: int) -> None: ...
+
+    def end_again(self, error: ActorError, ended: Any) -> None: ...
 
 
 _LIMITS = cattrs.Converter()
@@ -138,11 +143,16 @@ class RunJournal:
         if self.halt is not None:
             return
         self.halt = error
-        for record in self.waiting:
-            self.run.deliver(record)
-        self.waiting.clear()
+        # What was not durable is not shown: readers only ever see what the journal
+        # has. The stream goes on from the first record it did not show.
+        lost, self.waiting = self.waiting, []
+        if lost:
+            self.run.rewind(lost[0].seq)
         self._settle()
-        if self.on_halt is not None:
+        ended = next((record for record in lost if record.name in TERMINAL), None)
+        if ended is not None:  # the run had ended, but its end never became durable
+            self.run.end_again(error, ended)
+        elif self.on_halt is not None:
             self.on_halt(error)
 
     def detach(self) -> None:

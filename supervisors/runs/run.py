@@ -164,6 +164,19 @@ class Run:
             for pending in waiting:
                 pending.decided.set()
 
+    def rewind(self, seq: int) -> None:
+        """The records from ``seq`` on were never shown (a halted journal lost them):
+        the next record takes ``seq``."""
+        self._seq = seq
+
+    def end_again(self, error: ActorError, ended: Any) -> None:
+        """The terminal record ``ended`` was never shown (a halted journal lost it): the
+        run ends with ``error`` instead, its totals kept."""
+        self._ended = False
+        self.end_failed(
+            error, None, duration=ended.duration, tokens=ended.tokens, cost=ended.cost
+        )
+
     def end_failed(self, error: ActorError, node_id: str | None, **fields: Any) -> None:
         """:meth:`end` with ``run:failed`` for ``error``."""
         self.end(RunFailed, "failed", error, **shown(error), node_id=node_id, **fields)

@@ -285,7 +285,25 @@ class Runs:
         assert self._nursery is not None
         journaled = run.journaled
         if journaled is not None:
+            # One engine per run per journal, even across several open_runs blocks.
+            if not journaled.journal.claim(run_id):
+                raise ActorError.from_code(
+                    Code.NAME_TAKEN, f"run {run_id!r} is running on this journal"
+                )
             journaled.budget = lambda: [budget.tokens, budget.cost, budget.turns]
+        try:
+            return await self._launch_claimed(run, plan, budget, resume)
+        except BaseException:
+            if journaled is not None and run_id not in self.live:
+                journaled.journal.release(run_id)
+            raise
+
+    async def _launch_claimed(
+        self, run: Run, plan: Plan, budget: Budget, resume: Progress | None
+    ) -> Run:
+        run_id = run.run_id
+        assert self._nursery is not None
+        journaled = run.journaled
         spec = SupervisorSpec(
             children=[
                 ChildSpec(
@@ -394,6 +412,7 @@ class Runs:
                 await _terminate(self.supervisor, run_id, f"run {engine.run.status}")
                 if engine.run.journaled is not None:  # the terminal record is durable
                     await engine.run.journaled.settled()
+                    engine.run.journaled.journal.release(run_id)
             engine.run.settle()
 
     def _plan(self, workflow: Workflow) -> Plan | ActorError:

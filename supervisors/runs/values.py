@@ -44,6 +44,8 @@ class _Refused(Exception):
 def _copy(value: Any, depth: int, memo: dict[int, Any], open_: set[int]) -> Any:
     if type(value) in _SCALARS:
         return value
+    if type(value) is ReadOnlySequence:  # a node passing on what it read: the data again
+        value = value._data
     if not isinstance(value, Mapping | list | tuple | set | frozenset):
         return value
     key = id(value)
