@@ -173,9 +173,7 @@ class Run:
         """The terminal record ``ended`` was never shown (a halted journal lost it): the
         run ends with ``error`` instead, its totals kept."""
         self._ended = False
-        self.end_failed(
-            error, None, duration=ended.duration, tokens=ended.tokens, cost=ended.cost
-        )
+        self.end_failed(error, None, duration=ended.duration, tokens=ended.tokens, cost=ended.cost)
 
     def end_failed(self, error: ActorError, node_id: str | None, **fields: Any) -> None:
         """:meth:`end` with ``run:failed`` for ``error``."""
