@@ -213,3 +213,19 @@ async def test_a_node_passing_on_what_it_read_writes_plain_data(autojump_clock: 
     assert type(outcome.state["copy"][1]) is list
     assert type(outcome.state["doc"]) is dict and outcome.state["doc"] == {"k": (4,)}
     assert json.loads(json.dumps(outcome.state["copy"])) == [1, [2, 3]]
+
+
+async def test_a_log_line_shows_a_bounded_summary_of_state_values() -> None:
+    from actors.events.runs import LOGGED_CHARS, LOGGED_KEYS, logged_values
+
+    values = {"big": 10**5000, "text": "v" * 300, **{f"x{i}": i for i in range(25)}}
+    shown = logged_values(values)
+    assert (LOGGED_KEYS, LOGGED_CHARS) == (20, 200)
+    assert shown["big"] == "<unprintable int: ValueError>"
+    assert shown["text"].startswith("'vvv") and "..." in shown["text"]
+    assert len(shown["text"]) <= 200
+    assert list(shown)[-1] == "…" and shown["…"] == "7 more keys"
+    assert len(shown) == 21
+    assert logged_values({"k" * 100: [1, [2, [3, [4, [5]]]]]}) == {"k" * 64: "[1, [2, [3, [...]]]]"}
+    long = logged_values({"l": list(range(1000))})["l"]
+    assert long == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]"

@@ -46,8 +46,8 @@ for _attribute in ("maxdict", "maxlist", "maxtuple", "maxset", "maxfrozenset", "
 def logged_values(values: Mapping[str, Any]) -> dict[str, str]:
     """State values as a log line shows them: the first :data:`LOGGED_KEYS` keys (cut to
     64 characters), each with a short ``repr`` of its value cut to :data:`LOGGED_CHARS`
-    characters; more keys are counted under ``"…"``. A value whose ``repr`` raises
-    shows as ``<unprintable TYPE>``."""
+    characters; more keys are counted under ``"…"``. A value whose ``repr`` cannot be
+    made shows as ``<unprintable TYPE: ERROR>``."""
     shown: dict[str, str] = {}
     for index, (key, value) in enumerate(values.items()):
         if index == LOGGED_KEYS:
@@ -55,8 +55,8 @@ def logged_values(values: Mapping[str, Any]) -> dict[str, str]:
             break
         try:
             text = _SHORT.repr(value)
-        except Exception:  # noqa: BLE001 - classified: shown as unprintable, never raised
-            text = f"<unprintable {type(value).__name__}>"
+        except Exception as exc:  # noqa: BLE001 - classified: shown as unprintable, never raised
+            text = f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
         shown[str(key)[:64]] = text if len(text) <= LOGGED_CHARS else text[: LOGGED_CHARS - 1] + "…"
     return shown
 
