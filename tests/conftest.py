@@ -23,3 +23,27 @@ def log_stream() -> Iterator[io.StringIO]:
 def _quiet_logging() -> None:
     """Tests log at debug into a throwaway buffer unless they ask for ``log_stream``."""
     configure_logging(mode="json", level="debug", stream=io.StringIO())
+
+
+@pytest.fixture(scope="session")
+def postgres_server_dsn() -> Iterator[str]:
+    """A real PostgreSQL server for the session (tests/pg_server.py)."""
+    from tests.pg_server import postgres_server
+
+    with postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server_dsn: str) -> Iterator[str]:
+    """A fresh database of that server for one test."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield postgres_server_dsn.replace("dbname=postgres", f"dbname={name}")
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

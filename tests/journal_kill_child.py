@@ -1,7 +1,8 @@
 """The process the kill -9 test starts and kills: a daemon running a 10-node workflow
 with a journal; its side effects go to a separate SQLite file, by idempotency key.
 
-``python -m tests.journal_kill_child JOURNAL EFFECTS start RUN_ID...`` starts those
+``python -m tests.journal_kill_child JOURNAL EFFECTS start RUN_ID...`` (JOURNAL: a SQLite
+file, or a PostgreSQL DSN starting ``host=``) starts those
 runs; ``... resume`` resumes every unfinished run of the journal. Either prints
 ``STARTED`` once its runs are going, and ``DONE`` when they all completed.
 
@@ -109,8 +110,13 @@ async def main() -> None:
     db.executescript(EFFECTS_SCHEMA)
     db.close()
     spec = SupervisorSpec(children=list(tool_hosts(GROUP)))
+    store: Any = journal_path
+    if journal_path.startswith("host="):  # a PostgreSQL DSN
+        from actors.journal.postgres import PostgresStore
+
+        store = PostgresStore(journal_path)
     async with (
-        open_journal(journal_path) as journal,
+        open_journal(store) as journal,
         open_tree(spec, name="kill-child") as tree,
     ):
         global TOOLS

@@ -14,7 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from actors.journal import SqliteStore, record_of
+from actors.journal.store import JournalStore
 from tests.journal_kill_child import NODES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +26,16 @@ RUNS_PER_KILL = 3
 SEED = 20261122
 
 
-def _child(journal: Path, effects: Path, *args: str) -> subprocess.Popen[str]:
+def _reader(journal: Path | str) -> JournalStore:
+    """A store on the journal: the SQLite file, or the PostgreSQL database (a DSN)."""
+    if isinstance(journal, str):
+        from actors.journal.postgres import PostgresStore
+
+        return PostgresStore(journal)
+    return SqliteStore(journal, create=False)
+
+
+def _child(journal: Path | str, effects: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.journal_kill_child", str(journal), str(effects), *args],
         cwd=ROOT,
@@ -44,15 +56,15 @@ def _kill_after_start(process: subprocess.Popen[str], delay: float) -> None:
     process.stdout.close()
 
 
-def _finish(journal: Path, effects: Path) -> str:
+def _finish(journal: Path | str, effects: Path) -> str:
     process = _child(journal, effects, "resume")
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 0, out
     return out
 
 
-def _durably_completed(journal: Path) -> set[tuple[str, str]]:
-    store = SqliteStore(journal, create=False)
+def _durably_completed(journal: Path | str) -> set[tuple[str, str]]:
+    store = _reader(journal)
     try:
         return {
             (record.run_id, record.node_id)
@@ -72,9 +84,17 @@ def _calls(effects: Path) -> list[tuple[str, str, int]]:
         db.close()
 
 
-def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_kill_9_at_random_points_then_resume(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     rng = random.Random(SEED)
-    journal, effects = tmp_path / "daemon.journal", tmp_path / "effects.db"
+    effects = tmp_path / "effects.db"
+    journal: Path | str = (
+        tmp_path / "daemon.journal"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_dsn")
+    )
     all_runs: list[str] = []
     unfinished: list[int] = []  # runs each kill left unfinished
     for kill in range(KILLS):
@@ -97,8 +117,8 @@ def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
     assert sum(1 for count in unfinished if count) >= KILLS // 2, unfinished  # kills hit runs
 
 
-def _unfinished(journal: Path) -> list[str]:
-    store = SqliteStore(journal, create=False)
+def _unfinished(journal: Path | str) -> list[str]:
+    store = _reader(journal)
     try:
         return store.unfinished()
     finally:
@@ -115,8 +135,8 @@ def _assert_not_rerun(effects: Path, durable: set[tuple[str, str]], earlier_pids
     assert again == []
 
 
-def _assert_journal_and_effects(journal: Path, effects: Path, run_ids: list[str]) -> None:
-    store = SqliteStore(journal, create=False)
+def _assert_journal_and_effects(journal: Path | str, effects: Path, run_ids: list[str]) -> None:
+    store = _reader(journal)
     try:
         assert store.unfinished() == []
         for run_id in run_ids:

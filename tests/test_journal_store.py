@@ -142,9 +142,25 @@ def header(run_id: str) -> RunHeader:
     return RunHeader(run_id, "w", '{"digest":"d"}', "{}", 100.0)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_the_same_key_twice_is_stored_once(tmp_path: Path, kind: str) -> None:
-    store: Any = SqliteStore(tmp_path / "j.journal") if kind == "sqlite" else MemoryStore()
+STORES = ["sqlite", "memory", "postgres"]
+
+
+def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A fresh store of each backend: the same tests hold for all of them."""
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "j.journal")
+    if kind == "postgres":
+        from actors.journal.postgres import PostgresStore
+
+        return PostgresStore(request.getfixturevalue("postgres_dsn"))
+    return MemoryStore()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_same_key_twice_is_stored_once(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    store: Any = make_store(kind, tmp_path, request)
     first = Batch(
         entries=[entry_of(started()), entry_of(completed("r", 1, x=1))], headers=[header("r")]
     )
@@ -193,11 +209,13 @@ def test_opening_a_missing_or_foreign_file_for_reading_is_refused(tmp_path: Path
         SqliteStore(foreign, create=False)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_prune_removes_only_runs_that_ended_before_the_cutoff(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", STORES)
+def test_prune_removes_only_runs_that_ended_before_the_cutoff(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     from actors.journal import RunEnding
 
-    store: Any = SqliteStore(tmp_path / "j.journal") if kind == "sqlite" else MemoryStore()
+    store: Any = make_store(kind, tmp_path, request)
     for run_id in ("old", "new", "live"):
         store.write(Batch(entries=[entry_of(started(run_id))], headers=[header(run_id)]))
     store.write(
@@ -214,6 +232,7 @@ def test_prune_removes_only_runs_that_ended_before_the_cutoff(tmp_path: Path, ki
     assert store.run("new").code == "timeout"  # type: ignore[union-attr]
     assert store.prune(10_000.0) == 1  # "live" never ended: never pruned
     assert [row.run_id for row in store.runs()] == ["live"]
+    store.close()
 
 
 # -- the writer -----------------------------------------------------------------------
