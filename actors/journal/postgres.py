@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from actors.errors import ActorError, Code
 from actors.journal.records import Entry
+from actors.journal.sql import write_statements
 from actors.journal.store import Batch, Checkpoint, RunRow
 
 _SCHEMA: Final = (
@@ -86,39 +87,10 @@ class PostgresStore:
 
     def write(self, batch: Batch) -> None:
         db = self.db
+        tables = ("journal_runs", "journal_events", "journal_checkpoints")
         with db.transaction(), db.cursor() as cursor:
-            if batch.headers:
-                cursor.executemany(
-                    "INSERT INTO journal_runs (run_id, workflow, definition, limits, started)"
-                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING",
-                    [
-                        (h.run_id, h.workflow, h.definition, h.limits, h.started)
-                        for h in batch.headers
-                    ],
-                )
-            if batch.entries:
-                cursor.executemany(
-                    "INSERT INTO journal_events VALUES (%s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (run_id, seq) DO NOTHING",
-                    [(e.run_id, e.seq, e.name, e.at, e.body, e.checksum) for e in batch.entries],
-                )
-            if batch.endings:
-                cursor.executemany(
-                    "UPDATE journal_runs SET status = %s, code = %s, ended = %s, duration = %s,"
-                    " tokens = %s, cost = %s WHERE run_id = %s",
-                    [
-                        (e.status, e.code, e.ended, e.duration, e.tokens, e.cost, e.run_id)
-                        for e in batch.endings
-                    ],
-                )
-            if batch.checkpoints:
-                cursor.executemany(
-                    "INSERT INTO journal_checkpoints VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq,"
-                    " progress = excluded.progress, checksum = excluded.checksum"
-                    " WHERE excluded.seq > journal_checkpoints.seq",
-                    [(c.run_id, c.seq, c.progress, c.checksum) for c in batch.checkpoints],
-                )
+            for sql, rows in write_statements(batch, "%s", tables):
+                cursor.executemany(sql, rows)
 
     def _rows(self, query: str, *params: Any) -> list[Any]:
         db = self.db

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from actors.errors import ActorError, Code
 from actors.journal.records import Entry
+from actors.journal.sql import write_statements
 from actors.journal.store import Batch, Checkpoint, RunRow
 
 SCHEMA_VERSION: Final = 1
@@ -110,35 +111,8 @@ class SqliteStore:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            if batch.headers:
-                db.executemany(
-                    "INSERT INTO runs (run_id, workflow, definition, limits, started)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
-                    [
-                        (h.run_id, h.workflow, h.definition, h.limits, h.started)
-                        for h in batch.headers
-                    ],
-                )
-            db.executemany(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO NOTHING",
-                [(e.run_id, e.seq, e.name, e.at, e.body, e.checksum) for e in batch.entries],
-            )
-            if batch.endings:
-                db.executemany(
-                    "UPDATE runs SET status = ?, code = ?, ended = ?, duration = ?, tokens = ?,"
-                    " cost = ? WHERE run_id = ?",
-                    [
-                        (e.status, e.code, e.ended, e.duration, e.tokens, e.cost, e.run_id)
-                        for e in batch.endings
-                    ],
-                )
-            if batch.checkpoints:
-                db.executemany(
-                    "INSERT INTO checkpoints VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE"
-                    " SET seq = excluded.seq, progress = excluded.progress,"
-                    " checksum = excluded.checksum WHERE excluded.seq > checkpoints.seq",
-                    [(c.run_id, c.seq, c.progress, c.checksum) for c in batch.checkpoints],
-                )
+            for sql, rows in write_statements(batch, "?", ("runs", "events", "checkpoints")):
+                db.executemany(sql, rows)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
