@@ -31,7 +31,7 @@ def _reader(journal: Path | str) -> JournalStore:
     if isinstance(journal, str):
         from actors.journal.postgres import PostgresStore
 
-        return PostgresStore(journal)
+        return PostgresStore(journal, exclusive=False)
     return SqliteStore(journal, create=False)
 
 

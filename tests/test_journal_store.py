@@ -528,3 +528,19 @@ def test_a_checked_record_is_written_as_compact_json_without_the_size_walk() -> 
     assert entry.checksum == checksum("r", 3, "node:completed", 2.0, entry.body)
     with pytest.raises(ActorError, match=r"^\[output_validation\] run 'r' seq 4 .*set is not JSON"):
         entry_of(completed("r", 4, bad={1}), checked=True)
+
+
+def test_one_writer_per_postgres_database(request: pytest.FixtureRequest) -> None:
+    from actors.journal.postgres import PostgresStore
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    first = PostgresStore(dsn)
+    with pytest.raises(
+        ActorError, match=r"^\[config_invalid\] the journal database is in use by another writer$"
+    ):
+        PostgresStore(dsn)
+    reader = PostgresStore(dsn, exclusive=False)  # readers take no lock
+    assert reader.runs() == []
+    reader.close()
+    first.close()
+    PostgresStore(dsn).close()  # released with the connection

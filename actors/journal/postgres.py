@@ -53,6 +53,9 @@ _SCHEMA: Final = (
     )""",
 )
 
+#: The advisory lock key a writing store holds (an arbitrary constant: "rajo").
+_WRITER_LOCK: Final = 0x72616A6F
+
 _RUN_COLUMNS: Final = (
     "run_id, workflow, status, code, started, ended, duration, tokens, cost, definition,"
     " limits, (SELECT COUNT(*) FROM journal_events e WHERE e.run_id = journal_runs.run_id)"
@@ -62,9 +65,11 @@ _RUN_COLUMNS: Final = (
 class PostgresStore:
     """A :class:`~actors.journal.store.JournalStore` in a PostgreSQL database (see the
     module docstring). ``dsn``: a libpq connection string or URL (its password never
-    appears in an error of this store)."""
+    appears in an error of this store). A store that writes (``exclusive``, the default)
+    holds a session advisory lock: a second writer on the same database is refused
+    with ``config_invalid``; readers pass ``exclusive=False``."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, exclusive: bool = True) -> None:
         import psycopg
 
         try:
@@ -78,6 +83,19 @@ class PostgresStore:
         with self._db.transaction():
             for statement in _SCHEMA:
                 self._db.execute(statement)
+        if exclusive:
+            # One writing daemon per database, as the SQLite store's lock file: a session
+            # advisory lock, released with the connection (the server sees a dead
+            # process's connection go). Leases per run replace it for fleets.
+            with self._db.transaction():
+                row = self._db.execute(
+                    "SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,)
+                ).fetchone()
+            if not (row and row[0]):
+                self.close()
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID, "the journal database is in use by another writer"
+                )
 
     @property
     def db(self) -> Any:
