@@ -459,7 +459,7 @@ async def main() -> int:
                 tools = await Tools.from_tree(tree, NOTES_TOOLS, grants=GRANTS)
                 await run_phases(Daemon(tree, pool, tools, script, summary))
                 http = len(server.requests)  # the pool's phases; the runs report their own
-                workflows = await run_workflows(tree, script, RULES, JOURNAL)
+                workflows = await run_workflows(tree, script, RULES, JOURNAL, PRICES)
     finally:
         remove()
     print_runs(workflows)

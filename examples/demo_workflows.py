@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -22,7 +23,7 @@ from actors.events import RunEvent
 from actors.journal import open_journal
 from actors.testing.chaos import Fault, FaultScript
 from actors.tools import Grants, ToolGroup, tool
-from supervisors import ProviderPool, Resilience, RetryRules, Target, Tools, Tree
+from supervisors import Price, ProviderPool, Resilience, RetryRules, Target, Tools, Tree
 from supervisors.runs import (
     Agent,
     Approval,
@@ -125,7 +126,11 @@ async def follow(run: Run, lines: list[str], *, approve: bool = True) -> None:
 
 
 async def run_workflows(
-    tree: Tree, script: FaultScript, rules: RetryRules, journal_path: str
+    tree: Tree,
+    script: FaultScript,
+    rules: RetryRules,
+    journal_path: str,
+    prices: Mapping[tuple[str, str], Price] | None = None,
 ) -> dict[str, Any]:
     """Three triage runs (the third cancelled mid-flight), journalled to
     ``journal_path``; their streams and a summary."""
@@ -138,7 +143,7 @@ async def run_workflows(
     lines: list[str] = []
     async with (
         open_journal(journal_path) as journal,
-        open_runs(tree, pools=pool, tools=tools, runners=2, journal=journal) as runs,
+        open_runs(tree, pools=pool, tools=tools, runners=2, journal=journal, prices=prices) as runs,
     ):
         first = await runs.start(TRIAGE, {"ticket": "T-101"}, run_id="triage-101")
         second = await runs.start(TRIAGE, {"ticket": "T-102"}, run_id="triage-102")

@@ -79,8 +79,8 @@ async def test_list_prints_every_run_as_a_table(journal_file: Path) -> None:
         ("open", "gated", "running"),
     ]
     assert all(re.fullmatch(DATE, r[3]) for r in rows)
-    assert rows[0][5:] == ["0", "$0.0000", "10"] and re.fullmatch(r"\d+\.\d\ds", rows[0][4])
-    assert rows[3][4:] == ["0", "$0.0000", "5"]  # no duration while running
+    assert rows[0][5:] == ["0", "$0.000000", "10"] and re.fullmatch(r"\d+\.\d\ds", rows[0][4])
+    assert rows[3][4:] == ["0", "$0.000000", "5"]  # no duration while running
     assert lines[-1] == "4 runs"
     code, out = cli("runs", "list", "--journal", str(journal_file), "--status", "failed")
     assert [line.split()[0] for line in out.splitlines()[1:-1]] == ["bad"]
@@ -93,7 +93,7 @@ async def test_show_prints_the_records_with_timings_and_the_failure(journal_file
     lines = out.splitlines()
     assert re.fullmatch(
         rf"run done  workflow gated  status completed  started {DATE}  duration \d+\.\d\ds"
-        r"  tokens 0  cost \$0\.0000",
+        r"  tokens 0  cost \$0\.000000",
         lines[0],
     )
     records = [line.split()[:3] for line in lines[1:]]

@@ -122,7 +122,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
                 _when(row.started),
                 "" if row.duration is None else f"{row.duration:.2f}s",
                 str(row.tokens),
-                f"${row.cost:.4f}",
+                f"${row.cost:.6f}",
                 str(row.events),
             )
         )
@@ -182,7 +182,7 @@ def _summary(row: RunRow, out: TextIO) -> None:
     duration = "" if row.duration is None else f"  duration {row.duration:.2f}s"
     print(
         f"run {row.run_id}  workflow {row.workflow}  status {status}  started "
-        f"{_when(row.started)}{duration}  tokens {row.tokens}  cost ${row.cost:.4f}",
+        f"{_when(row.started)}{duration}  tokens {row.tokens}  cost ${row.cost:.6f}",
         file=out,
     )
 
@@ -256,7 +256,7 @@ _DETAILS: dict[str, Callable[[Any], str]] = {
     "budget:paused": lambda r: f"{r.dimension} {r.used:g}/{r.limit:g}",
     "approval:requested": lambda r: f"{r.node_id or 'budget'} {r.prompt!r}",
     "approval:decided": lambda r: f"{r.node_id or 'budget'} {r.decision} by {r.by}",
-    "run:completed": lambda r: f"{r.duration:.3f}s tokens={r.tokens} cost=${r.cost:.4f}",
+    "run:completed": lambda r: f"{r.duration:.3f}s tokens={r.tokens} cost=${r.cost:.6f}",
     "run:failed": lambda r: f"{r.code} node={r.node_id or '-'} {r.duration:.3f}s",
     "run:cancelled": lambda r: f"reason={r.reason!r} in_flight={','.join(r.in_flight) or '-'}",
 }
