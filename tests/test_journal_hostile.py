@@ -343,3 +343,61 @@ async def test_two_runs_blocks_on_one_journal_resume_a_run_once(autojump_clock: 
             (run,) = first.resumed
             run.cancel("done")
     assert [(r.run_id, r.code) for r in refused] == [("r", "name_taken")]
+
+
+async def test_a_retry_backoff_goes_on_across_a_restart(autojump_clock: Any) -> None:
+    from actors import fail
+
+    starts: list[int] = []
+
+    async def limited(ctx: NodeContext) -> Any:
+        starts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            return fail("rate_limited", "slow down", retryable=True, retry_after=30.0)
+        return {"ok": ctx.attempt}
+
+    wf = Workflow(name="limited", nodes=[Step(id="call", fn=limited, writes=["ok"])])
+    store = MemoryStore()
+    async with journalled(store) as (_, runs, _journal):
+        run = await runs.start(wf, run_id="rl")
+        await trio.sleep(5)  # in the 30 s the provider asked for
+        kept = crashed(store)
+        run.cancel("test over")
+    async with journalled(kept, workflows=[wf]) as (_, runs, _journal):
+        (again,) = runs.resumed
+        resumed_at = trio.current_time()
+        outcome = await again.wait()
+        waited = trio.current_time() - resumed_at
+    assert outcome.status == "completed" and outcome.state == {"ok": 2}
+    assert starts == [1, 2]
+    retrying = of(again, "node:retrying")[0]
+    second = next(r for r in of(again, "node:started") if r.attempt == 2)
+    assert retrying.delay == 30.0
+    assert second.at - retrying.at == pytest.approx(30.0)  # in run time, across the restart
+    # Run time resumes from the last record (the retry's, at 0): the 5 s waited before
+    # the crash left no record, so the whole backoff is waited again — late, never early.
+    assert waited == pytest.approx(30.0)
+
+
+async def test_an_older_checkpoint_without_retry_times_still_restores() -> None:
+    from supervisors.runs.progress import Progress
+
+    p = Progress("r", ("s",), {})
+    p.restore(
+        {
+            "seq": 2,
+            "state": {},
+            "ready": [],
+            "fired": {},
+            "finished": {},
+            "executions": {"s": 1},
+            "steps": 1,
+            "in_flight": [["s", 1, 1]],
+            "decisions": {},
+            "terminal": None,
+            "started_at": 0.0,
+            "last_at": 1.0,
+            "budget": [0, 0.0, 0],
+        }
+    )
+    assert p.in_flight == [["s", 1, 1, 0.0]]

@@ -84,7 +84,7 @@ def test_a_fan_out_a_join_and_the_state() -> None:
     fold(p, s.started("b"), s.completed("b", ("j",), y=2))
     assert (p.fired, p.finished, list(p.ready)) == ({}, {}, ["j"])  # all sources done
     fold(p, s.started("j"))
-    assert p.in_flight == [["j", 1, 1]] and p.steps == 4
+    assert p.in_flight == [["j", 1, 1, 0.0]] and p.steps == 4
     fold(
         p,
         s(
@@ -98,7 +98,7 @@ def test_a_fan_out_a_join_and_the_state() -> None:
             delay=1.0,
         ),
     )
-    assert p.in_flight == [["j", 1, 2]]  # the attempt the resume runs
+    assert p.in_flight == [["j", 1, 2, 9.0]]  # the attempt a resume runs, not before 9.0
     fold(p, s.started("j", attempt=2), s.completed("j"))
     assert p.in_flight == [] and p.state == {"q": 1, "x": 1, "y": 2}
     fold(p, s(RunCompleted, state={}, duration=1.0, tokens=0, cost=0.0))
@@ -116,7 +116,7 @@ def test_a_join_released_with_a_source_that_never_ran() -> None:
         s.completed("a", ("j",)),
         s.started("j"),  # the engine let it go: b could no longer run
     )
-    assert (p.fired, p.finished, p.in_flight) == ({}, {}, [["j", 1, 1]])
+    assert (p.fired, p.finished, p.in_flight) == ({}, {}, [["j", 1, 1, 0.0]])
 
 
 def test_skips_failures_decisions_and_other_records() -> None:
@@ -180,10 +180,10 @@ def test_two_executions_of_one_node_in_flight() -> None:
         s.started("x", execution=2),
         s.started("x", execution=1),
     )
-    assert p.in_flight == [["x", 2, 1], ["x", 1, 1]]
+    assert p.in_flight == [["x", 2, 1, 0.0], ["x", 1, 1, 0.0]]
     assert p.executions == {"s": 1, "x": 2} and list(p.ready) == []
     fold(p, s.completed("x", execution=1))
-    assert p.in_flight == [["x", 2, 1]]
+    assert p.in_flight == [["x", 2, 1, 0.0]]
 
 
 def _base(s: Stream) -> list[Any]:
@@ -307,7 +307,7 @@ def test_a_snapshot_restores_exactly() -> None:
         "finished": {"j": ["a"]},
         "executions": {"s": 1, "a": 1, "b": 1},
         "steps": 3,
-        "in_flight": [["b", 1, 1]],
+        "in_flight": [["b", 1, 1, 0.0]],
         "decisions": {"z": [["deny", "o", "r"]]},
         "terminal": None,
         "started_at": 0.0,

@@ -245,9 +245,9 @@ class Engine:
             ready.extend(self.plan.start)
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
-            for node_id, execution, attempt in self.resumed or ():
+            for node_id, execution, attempt, not_before in self.resumed or ():
                 self.in_flight += 1
-                nursery.start_soon(self._resume_task, node_id, execution, attempt)
+                nursery.start_soon(self._resume_task, node_id, execution, attempt, not_before)
             while not self._over():
                 while ready and not self._over():
                     node_id = ready.popleft()
@@ -280,9 +280,10 @@ class Engine:
             self.in_flight -= 1
             self.wake.set()
 
-    async def _resume_task(self, node_id: str, execution: int, attempt: int) -> None:
-        try:
-            await self._attempts(self.plan.nodes[node_id], execution, attempt)
+    async def _resume_task(self, node: str, execution: int, attempt: int, after: float) -> None:
+        try:  # a retry's backoff (its Retry-After) goes on across the restart, in run time
+            await trio.sleep_until(after - self.run._at_offset)
+            await self._attempts(self.plan.nodes[node], execution, attempt)
         finally:
             self.in_flight -= 1
             self.wake.set()

@@ -97,7 +97,8 @@ class Progress:
         self.finished: dict[str, set[str]] = {}
         self.executions: dict[str, int] = {}
         self.steps = 0
-        #: ``[node_id, execution, next attempt]`` of each execution under way.
+        #: ``[node_id, execution, next attempt, not before]`` of each execution under way
+        #: (not before: the run time its retry's backoff ends, 0.0 when none).
         self.in_flight: list[list[Any]] = []
         #: Approval decisions made and not yet used by their node: node id -> [decision,
         #: by, reason] oldest first.
@@ -143,13 +144,13 @@ class Progress:
             self.executions[record.node_id] = max(
                 record.execution, self.executions.get(record.node_id, 0)
             )
-            self.in_flight.append([record.node_id, record.execution, record.attempt])
+            self.in_flight.append([record.node_id, record.execution, record.attempt, 0.0])
         else:
-            entry[2] = record.attempt
+            entry[2], entry[3] = record.attempt, 0.0
 
     def _retrying(self, record: Any) -> None:
         entry = self._in_flight(record)
-        entry[2] = record.attempt + 1
+        entry[2], entry[3] = record.attempt + 1, record.at + record.delay
 
     def _completed(self, record: Any) -> None:
         self.in_flight.remove(self._in_flight(record))
@@ -228,7 +229,10 @@ class Progress:
         self.finished = {str(k): set(v) for k, v in data["finished"].items()}
         self.executions = {str(k): int(v) for k, v in data["executions"].items()}
         self.steps = int(data["steps"])
-        self.in_flight = [[str(n), int(e), int(a)] for n, e, a in data["in_flight"]]
+        self.in_flight = [
+            [str(item[0]), int(item[1]), int(item[2]), float(item[3]) if len(item) > 3 else 0.0]
+            for item in data["in_flight"]
+        ]
         self.decisions = {str(k): [list(d) for d in v] for k, v in data["decisions"].items()}
         self.terminal = data["terminal"]
         self.started_at = float(data["started_at"])
