@@ -112,13 +112,34 @@ def view(value: Any) -> Any:
     return value
 
 
-class ReadOnlyMapping(Mapping[str, Any]):
-    """A read-only view of a mapping of the run state (see the module docstring)."""
+class _View:
+    """What both views share: the data they show, equality and ``repr`` as that data,
+    no hash (the data may be a dict or list), and a deep copy that is the plain data."""
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    def __init__(self, data: Any) -> None:
         self._data = data
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _View):
+            return bool(self._data == other._data)
+        return bool(self._data == other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy.deepcopy(self._data, memo)
+
+
+class ReadOnlyMapping(_View, Mapping[str, Any]):
+    """A read-only view of a mapping of the run state (see the module docstring)."""
+
+    __slots__ = ()
+    _data: Mapping[str, Any]
 
     def __getitem__(self, key: str) -> Any:
         return view(self._data[key])
@@ -132,27 +153,12 @@ class ReadOnlyMapping(Mapping[str, Any]):
     def __contains__(self, key: object) -> bool:
         return key in self._data
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ReadOnlyMapping):
-            return bool(self._data == other._data)
-        return bool(self._data == other)
 
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(self._data)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return copy.deepcopy(self._data, memo)
-
-
-class ReadOnlySequence(Sequence[Any]):
+class ReadOnlySequence(_View, Sequence[Any]):
     """A read-only view of a list or tuple of the run state."""
 
-    __slots__ = ("_data",)
-
-    def __init__(self, data: list[Any] | tuple[Any, ...]) -> None:
-        self._data = data
+    __slots__ = ()
+    _data: list[Any] | tuple[Any, ...]
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -161,16 +167,3 @@ class ReadOnlySequence(Sequence[Any]):
 
     def __len__(self) -> int:
         return len(self._data)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ReadOnlySequence):
-            return bool(self._data == other._data)
-        return bool(self._data == other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(self._data)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return copy.deepcopy(self._data, memo)
