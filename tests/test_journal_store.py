@@ -544,3 +544,47 @@ def test_one_writer_per_postgres_database(request: pytest.FixtureRequest) -> Non
     reader.close()
     first.close()
     PostgresStore(dsn).close()  # released with the connection
+
+
+def test_a_journal_that_cannot_be_opened_is_config_invalid_and_holds_nothing(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(
+        ActorError,
+        match=r"^\[config_invalid\] '.*missing-dir/j\.journal' cannot be opened "
+        r"\(FileNotFoundError\)$",
+    ):
+        SqliteStore(tmp_path / "missing-dir" / "j.journal")
+    foreign = tmp_path / "foreign.journal"
+    foreign.write_bytes(b"not sqlite" * 100)
+    with pytest.raises(ActorError, match=r"is not a journal$"):
+        SqliteStore(foreign)  # creating over a foreign file
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    for _ in range(2):  # the lock taken before the failed connect is released each time
+        with pytest.raises(ActorError, match=r"a-folder' cannot be opened \(OperationalError\)$"):
+            SqliteStore(folder)
+    # The failed open released its lock: a writer can take the file once it is a journal.
+    foreign.unlink()
+    SqliteStore(foreign).close()
+
+
+async def test_open_journal_on_a_path_that_cannot_be_opened_is_config_invalid(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ActorError, match=r"^\[config_invalid\] .* cannot be opened"):
+        async with open_journal(tmp_path / "nope" / "j.journal"):
+            pass  # pragma: no cover
+
+
+async def test_a_cancelled_flush_leaves_the_queue_alone(autojump_clock: Any) -> None:
+    store = FlakyStore()
+    store.fail = 1
+    async with open_journal(store) as journal:
+        journal.submit(entry_of(started("q")), _Owner())
+        with trio.move_on_after(1) as scope:
+            await journal.flush()
+        assert scope.cancelled_caught and store.entries("q") == []
+        await journal.flush()  # the write at t=2 takes the entry
+        assert trio.current_time() == 2.0
+    assert [e.seq for e in store.entries("q")] == [0]

@@ -80,9 +80,13 @@ class PostgresStore:
                 f"cannot connect to the journal database ({type(exc).__name__})",
                 cause=exc,
             ) from exc
-        with self._db.transaction():
-            for statement in _SCHEMA:
-                self._db.execute(statement)
+        try:
+            with self._db.transaction():
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+        except BaseException:
+            self.close()  # the connection is not left open
+            raise
         if exclusive:
             # One writing daemon per database, as the SQLite store's lock file: a session
             # advisory lock, released with the connection (the server sees a dead

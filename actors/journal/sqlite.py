@@ -75,18 +75,27 @@ class SqliteStore:
                 Code.CONFIG_INVALID, f"no journal at {str(self.path)[:200]!r}"
             )
         self._lock: int | None = None
-        if create if exclusive is None else exclusive:
-            self._lock = _lock(self.path)
-        self._db: sqlite3.Connection | None = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=5.0
-        )
+        self._db: sqlite3.Connection | None = None
+        where = repr(str(self.path)[:200])
         try:
+            if create if exclusive is None else exclusive:
+                self._lock = _lock(self.path)
+            self._db = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=5.0
+            )
             self._prepare(create)
-        except sqlite3.DatabaseError as exc:
+        except (OSError, sqlite3.Error) as exc:  # nothing opened is left open
             self.close()
-            raise ActorError.from_code(
-                Code.CONFIG_INVALID, f"{str(self.path)[:200]!r} is not a journal", cause=exc
-            ) from exc
+            what = (
+                "is not a journal"
+                if isinstance(exc, sqlite3.DatabaseError)
+                and not isinstance(exc, sqlite3.OperationalError)  # a folder, a locked file
+                else f"cannot be opened ({type(exc).__name__})"
+            )
+            raise ActorError.from_code(Code.CONFIG_INVALID, f"{where} {what}", cause=exc) from exc
+        except BaseException:
+            self.close()
+            raise
 
     def _prepare(self, create: bool) -> None:
         db = self.db
