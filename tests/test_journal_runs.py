@@ -479,3 +479,41 @@ async def test_a_node_whose_start_cannot_be_journalled_never_does_its_work(
     ]
     assert list(run.history[:-1]) == stored(store, "w")  # b's start was never shown
     assert run.history[-1].name == "run:failed" and run.history[-1].seq == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"journal": "runs.journal"}, r"open_runs: journal must be a Journal or None, got str"),
+        ({"workflows": 3}, r"open_runs: workflows must be an iterable of Workflow, got int"),
+        ({"workflows": ["w"]}, r"open_runs: workflows must be an iterable of Workflow, got list"),
+        (
+            {
+                "workflows": [
+                    Workflow(name="w", nodes=[Approval(id="a")]),
+                    Workflow(name="w", nodes=[Approval(id="b")]),
+                ]
+            },
+            r"open_runs: two workflows are named 'w'",
+        ),
+    ],
+)
+async def test_bad_journal_options_are_config_invalid(
+    autojump_clock: Any, options: dict[str, Any], message: str
+) -> None:
+    from supervisors import SupervisorSpec, open_tree
+    from supervisors.runs import open_runs
+
+    async with open_tree(SupervisorSpec()) as tree:
+        with pytest.raises(ActorError, match=rf"^\[config_invalid\] {message}$"):
+            async with open_runs(tree, **options):
+                pass  # pragma: no cover
+        assert tree.root.which_children() == []  # nothing was left under the tree
+
+
+async def test_resume_after_the_runs_closed_is_refused(autojump_clock: Any) -> None:
+    wf = chain(Effects(), "a")
+    async with journalled(workflows=[wf]) as (_, runs, _journal):
+        runs.close("shutting down")
+        with pytest.raises(ActorError, match=r"^\[actor_stopped\] the runs are closed$"):
+            await runs.resume("r")
