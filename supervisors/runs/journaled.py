@@ -142,13 +142,7 @@ class RunJournal:
     def halted(self, error: ActorError) -> None:
         if self.halt is not None:
             return
-        self.halt = error
-        # What was not durable is not shown: readers only ever see what the journal
-        # has. The stream goes on from the first record it did not show.
-        lost, self.waiting = self.waiting, []
-        if lost:
-            self.run.rewind(lost[0].seq)
-        self._settle()
+        lost = self._stop(error)
         ended = next((record for record in lost if record.name in TERMINAL), None)
         if ended is not None:  # the run had ended, but its end never became durable
             self.run.end_again(error, ended)
@@ -160,11 +154,18 @@ class RunJournal:
         follows is delivered to its readers only, and the journal keeps the run
         unfinished — resumable — as a crash would."""
         if self.halt is None:
-            self.halt = ActorError.from_code(Code.CANCELLED, "detached from the journal")
-            for record in self.waiting:
-                self.run.deliver(record)
-            self.waiting.clear()
-            self._settle()
+            self._stop(ActorError.from_code(Code.CANCELLED, "detached from the journal"))
+
+    def _stop(self, reason: ActorError) -> list[RunEvent]:
+        """Journal nothing more; returns the records that were not durable. They are not
+        shown — readers only ever see what the journal has — and the stream goes on
+        from the first of them."""
+        self.halt = reason
+        lost, self.waiting = self.waiting, []
+        if lost:
+            self.run.rewind(lost[0].seq)
+        self._settle()
+        return lost
 
     # -- waits ----------------------------------------------------------------------
 
