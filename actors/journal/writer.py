@@ -143,7 +143,6 @@ class Journal:
         self._lock = trio.Lock()
         self._closing = False
         self._closed = False
-        self._writing = False
         self._claims: set[str] = set()
         #: The batch being written and its waiters (what the writer abandons if it dies).
         self._current: tuple[list[_Item], list[_Waiters]] = ([], [])
@@ -208,7 +207,7 @@ class Journal:
         if self._closed:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal is closed")
         if item is None:  # a flush
-            if not self._queue and not self._writing:
+            if not self._queue and not self._current[1]:  # nothing queued or being written
                 await trio.lowlevel.checkpoint()
                 return  # nothing queued, nothing being written
             item = _Item(None, None)  # a marker: released with the batch after it
@@ -289,22 +288,18 @@ class Journal:
             waiting = [self._waiters]
             self._waiters = _Waiters()
             self._current = (batch, waiting)
-            self._writing = True
-            try:
-                while True:
-                    try:
-                        await self._write(batch)
-                    except Exception as exc:  # noqa: BLE001 - classified: retried
-                        if await self._failed(batch, waiting, exc):
-                            return  # closing with the store down: never acknowledged
-                        batch.extend(self._queue)  # retried together, in order
-                        self._queue = []
-                        waiting.append(self._waiters)
-                        self._waiters = _Waiters()
-                        continue
-                    break
-            finally:
-                self._writing = False
+            while True:
+                try:
+                    await self._write(batch)
+                except Exception as exc:  # noqa: BLE001 - classified: retried
+                    if await self._failed(batch, waiting, exc):
+                        return  # closing with the store down: never acknowledged
+                    batch.extend(self._queue)  # retried together, in order
+                    self._queue = []
+                    waiting.append(self._waiters)
+                    self._waiters = _Waiters()
+                    continue
+                break
             self._current = ([], [])
             if self.failures:
                 emit(JournalRecovered(failures=self.failures))
