@@ -401,3 +401,30 @@ async def test_an_older_checkpoint_without_retry_times_still_restores() -> None:
         }
     )
     assert p.in_flight == [["s", 1, 1, 0.0]]
+
+
+@pytest.mark.parametrize("checkpoints", [0, 1, 2, 3, 5, 8, 13, 40])
+async def test_a_caller_cancelled_while_a_journalled_start_runs_leaves_nothing_behind(
+    autojump_clock: Any, checkpoints: int
+) -> None:
+    got: list[Any] = []
+    async with journalled(workflows=[WF]) as (tree, runs, journal):
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+
+                async def canceller() -> None:
+                    for _ in range(checkpoints):
+                        await trio.lowlevel.checkpoint()
+                    scope.cancel()
+
+                nursery.start_soon(canceller)
+                got.append(await runs.start(WF, run_id="c"))
+        await trio.sleep(1)
+        if got:
+            assert not got[0].done  # it is the caller's: paused on its approval
+            got[0].cancel("done")
+            await got[0].wait()
+        assert runs.live == {}
+        assert tree.root.child("runs").which_children() == []
+        assert journal.claim("c")  # no claim was left behind
+        journal.release("c")
