@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from actors.observe import configure_logging
+
+if TYPE_CHECKING:
+    from tests.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -47,3 +51,12 @@ def postgres_dsn(postgres_server_dsn: str) -> Iterator[str]:
     yield postgres_server_dsn.replace("dbname=postgres", f"dbname={name}")
     with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    """A fresh real redis-server for one test (tests/redis_server.py)."""
+    from tests.redis_server import redis_server
+
+    with redis_server() as server:
+        yield server

@@ -32,6 +32,7 @@ Families (docs/events.md lists every record with its fields):
   :class:`RunErrorDetail`, their failures' detail for the log;
 * journal — :class:`JournalAppendFailed`, :class:`JournalRecovered`,
   :class:`JournalUnavailable`, :class:`RunNotResumed`;
+* shared state — :class:`StateDegraded`, :class:`StateRecovered`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
 """
@@ -97,6 +98,7 @@ from actors.events.runs import (
     RunStarted,
     ToolCalled,
 )
+from actors.events.state import StateDegraded, StateRecovered
 from actors.events.supervision import (
     ChildStarted,
     ChildStopped,
@@ -162,6 +164,8 @@ RECORDS: tuple[type[Event], ...] = (
     JournalRecovered,
     JournalUnavailable,
     RunNotResumed,
+    StateDegraded,
+    StateRecovered,
 )
 
 __all__ = [
@@ -214,6 +218,8 @@ __all__ = [
     "RunNotResumed",
     "RunResumed",
     "RunStarted",
+    "StateDegraded",
+    "StateRecovered",
     "SupervisorDecision",
     "SupervisorEscalated",
     "TaskFailed",

@@ -1,0 +1,45 @@
+"""Shared-state records: a fleet's shared state (Redis) lost and found again
+(:mod:`supervisors.state.redis`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+import attrs
+
+from actors.events._base import Event
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class StateDegraded(Event):
+    """The shared state could not be reached (an error, or no answer within ``timeout``
+    seconds): this replica goes on with local state, its limits divided by ``replicas``.
+    Requests are not failed by it."""
+
+    name: ClassVar[str] = "state.degraded"
+    level: ClassVar[int] = logging.WARNING
+
+    #: ``"redis"``.
+    backend: str
+    #: The replica count the limits are divided by.
+    replicas: int
+    #: The operation that failed (``"reserve"``, ``"breaker_admit"``, …).
+    operation: str
+    #: The exception's type and text, or ``"timeout"``.
+    error: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class StateRecovered(Event):
+    """The shared state answers again: this replica is back on it after
+    ``degraded_for`` seconds; usage counted locally meanwhile was added to it."""
+
+    name: ClassVar[str] = "state.recovered"
+    level: ClassVar[int] = logging.INFO
+
+    backend: str
+    degraded_for: float
+    #: Runs whose budget usage, counted locally while degraded, was added to the shared
+    #: totals on recovery.
+    runs_merged: int

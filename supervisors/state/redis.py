@@ -1,0 +1,505 @@
+"""Shared state in Redis: breakers, token buckets and budgets shared by a fleet of
+replicas (extra ``redis``; coredis, which runs under trio through anyio).
+
+Each operation of :class:`~supervisors.state.StateBackend` is one Lua script
+(:mod:`supervisors.state.redis_scripts`), loaded once per server and run with ``EVALSHA``:
+atomic on the server and timed by the server's clock — the ``now`` the caller passes
+is not used, so replicas with skewed clocks still agree. Keys are
+``<namespace>:{<tag>}:<kind>``; the tag is the breaker key (a provider, or one model of
+it), the limiter key of a bucket (``alpha`` for ``alpha:requests`` and
+``alpha:tokens``, so one reservation's buckets share a hash slot) or ``run:<id>`` for a
+budget: the backend works on Redis Cluster.
+
+**Degraded mode.** When Redis fails or does not answer within ``timeout`` seconds, the
+replica emits ``state.degraded`` and goes on with a local
+:class:`~supervisors.state.MemoryState` whose buckets hold ``1/replicas`` of each limit
+(capacity and rate), starting from ``1/replicas`` of the level it last saw in Redis —
+so the fleet never admits more than its limit plus that share. Breakers start closed
+locally; budgets go on from the totals last seen, and what is counted meanwhile is
+added to Redis on recovery. Every ``retry_interval`` seconds a background task pings
+Redis; when it answers, ``state.recovered`` and back to shared state. A Redis outage
+never fails a request by itself.
+
+**Cancellation.** A round trip in flight is finished (shielded, at most ``timeout``)
+before a cancel takes effect, so a reservation or a probe lease is never taken on the
+server without the caller knowing it. The caller's own structure gives it back (a
+limiter refunds, a breaker releases); should the replica die first, probe leases end
+at their TTL and buckets refill at their rate (a bucket's key expires once full).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import trio
+
+from actors import ActorError, Code
+from actors.events import StateDegraded, StateRecovered
+from actors.nursery import open_nursery_unwrapped
+from actors.observe import emit
+from supervisors.state import redis_scripts as lua
+from supervisors.state.base import (
+    BreakerSnapshot,
+    BreakerState,
+    BucketSpec,
+    Reservation,
+    Transition,
+)
+from supervisors.state.memory import MemoryState
+
+DEFAULT_TIMEOUT: Final = 0.5
+DEFAULT_RETRY_INTERVAL: Final = 1.0
+DEFAULT_USAGE_TTL: Final = 7 * 24 * 3600
+_SUFFIXES: Final = (":requests", ":tokens")
+_TRANSIENT: Final = (OSError, EOFError)
+
+
+def _positive(name: str, value: object, *, integer: bool = False) -> None:
+    kinds: Any = int if integer else (int, float)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        kind = "an integer >= 1" if integer else "finite seconds > 0"
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, f"redis state: {name} must be {kind}, not {value!r}"
+        )
+
+
+class RedisState:
+    """:class:`~supervisors.state.StateBackend` shared through Redis (see the module
+    docstring). Create it with :func:`open_redis_state`."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        replicas: int,
+        namespace: str = "ra",
+        timeout: float = DEFAULT_TIMEOUT,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        usage_ttl: float = DEFAULT_USAGE_TTL,
+    ) -> None:
+        _positive("replicas", replicas, integer=True)
+        _positive("timeout", timeout)
+        _positive("retry_interval", retry_interval)
+        _positive("usage_ttl", usage_ttl)
+        if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}"):
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID,
+                f"redis state: namespace must be a non-empty string without braces, "
+                f"not {namespace!r}",
+            )
+        self.client = client
+        self.replicas = replicas
+        self.namespace = namespace
+        self.timeout = float(timeout)
+        self.retry_interval = float(retry_interval)
+        self.usage_ttl = math.ceil(usage_ttl)
+        #: This replica's name as a probe-lease holder.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._scripts = {
+            name: client.register_script(getattr(lua, name))
+            for name in (
+                "BREAKER_ADMIT",
+                "BREAKER_SUCCESS",
+                "BREAKER_FAILURE",
+                "BREAKER_RELEASE",
+                "BREAKER_RESET",
+                "RESERVE",
+                "REFUND",
+                "ADD_USAGE",
+            )
+        }
+        self.local = MemoryState()  # degraded mode's state
+        self.degraded = False
+        self._degraded_at = 0.0
+        self._wake = trio.Event()
+        self._levels: dict[str, float] = {}  # bucket -> level last seen in Redis
+        self._usage: dict[str, tuple[int, float, int]] = {}  # run -> totals last seen
+        # run -> increments counted locally, with their ids: added to Redis on recovery
+        self._pending: dict[str, list[tuple[str, int, float, int]]] = {}
+        self._increments = 0
+        self._local_probes: set[str] = set()  # breaker keys whose probe is local
+        self._seed: dict[str, float] = {}  # bucket -> Redis level when degraded began
+
+    # --- keys ------------------------------------------------------------------------
+
+    def _breaker_key(self, key: str) -> str:
+        return f"{self.namespace}:{{{key}}}:breaker"
+
+    def _bucket_key(self, bucket: str) -> str:
+        for suffix in _SUFFIXES:
+            if bucket.endswith(suffix):
+                return f"{self.namespace}:{{{bucket[: -len(suffix)]}}}:{suffix[1:]}"
+        return f"{self.namespace}:{{{bucket}}}:bucket"
+
+    def _usage_keys(self, run_id: str) -> list[str]:
+        tag = f"{self.namespace}:{{run:{run_id}}}"
+        return [f"{tag}:usage", f"{tag}:applied"]
+
+    def _increment_id(self) -> str:
+        self._increments += 1
+        return f"{self.holder}:{self._increments}"
+
+    # --- the round trip --------------------------------------------------------------
+
+    async def _call(
+        self, operation: str, script: str, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """Run one script; ``None`` when Redis failed or timed out (then degraded).
+
+        Shielded and bounded by ``timeout``: a caller's cancel takes effect after it."""
+        if self.degraded:
+            return None
+        error = "timeout"
+        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
+            try:
+                return await self._scripts[script](keys=list(keys), args=list(args))
+            except _redis_errors() as exc:
+                error = f"{type(exc).__name__}: {exc}"
+        self._degrade(operation, error)
+        return None
+
+    def _degrade(self, operation: str, error: str) -> None:
+        if self.degraded:
+            return
+        self.degraded = True
+        self._degraded_at = trio.current_time()
+        self.local = MemoryState()
+        self._local_probes.clear()
+        self._seed = dict(self._levels)
+        self._wake.set()
+        emit(
+            StateDegraded(backend="redis", replicas=self.replicas, operation=operation, error=error)
+        )
+
+    def _share(self, specs: Mapping[str, BucketSpec]) -> dict[str, BucketSpec]:
+        """This replica's share of each bucket, created at its share of the level last
+        seen in Redis (full when never seen)."""
+        n = self.replicas
+        shares = {key: BucketSpec(spec.capacity / n, spec.rate / n) for key, spec in specs.items()}
+        now = trio.current_time()
+        for key, share in shares.items():
+            seen = self._seed.pop(key, None)
+            bucket = self.local.bucket(key, share, now)
+            if seen is not None:
+                bucket.level = min(share.capacity, seen / n)
+        return shares
+
+    async def _recover(self) -> None:
+        """While degraded, ping Redis every ``retry_interval``; back to shared state when
+        it answers (and the usage counted meanwhile has been added to it)."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            while self.degraded:
+                await trio.sleep(self.retry_interval)
+                merged = await self._merge_usage() if await self._reachable() else None
+                if merged is not None:
+                    degraded_for = trio.current_time() - self._degraded_at
+                    self.degraded = False
+                    self._levels.clear()
+                    emit(
+                        StateRecovered(
+                            backend="redis", degraded_for=degraded_for, runs_merged=merged
+                        )
+                    )
+
+    async def _reachable(self) -> bool:
+        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
+            try:
+                await self.client.ping()
+                return True
+            except _redis_errors():
+                return False
+        return False
+
+    async def _merge_usage(self) -> int | None:
+        """Add the usage counted locally to Redis: how many runs had some, or ``None``
+        if Redis failed meanwhile (what was not added yet stays pending)."""
+        runs = list(self._pending)
+        for run_id in runs:
+            increments = self._pending[run_id]
+            while increments:
+                reply = await self._add_usage(run_id, *increments[0])
+                if reply is None:
+                    return None
+                self._usage[run_id] = _totals(reply)
+                increments.pop(0)
+            del self._pending[run_id]
+        return len(runs)
+
+    async def _add_usage(
+        self, run_id: str, increment: str, tokens: int, cost: float, turns: int
+    ) -> Any:
+        """One increment, sent directly (also while degraded); ``None`` on failure."""
+        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
+            try:
+                return await self._scripts["ADD_USAGE"](
+                    keys=self._usage_keys(run_id),
+                    args=[tokens, repr(cost), turns, self.usage_ttl, increment],
+                )
+            except _redis_errors():
+                return None
+        return None
+
+    # --- circuit breaker -------------------------------------------------------------
+
+    async def breaker_admit(self, key: str, *, now: float, lease_ttl: float) -> BreakerSnapshot:
+        reply = await self._call(
+            "breaker_admit",
+            "BREAKER_ADMIT",
+            [self._breaker_key(key)],
+            [repr(lease_ttl), self.holder],
+        )
+        if reply is None:
+            snap = await self.local.breaker_admit(key, now=now, lease_ttl=lease_ttl)
+            if snap.probe:
+                self._local_probes.add(key)
+            return snap
+        admitted, probe, wait, before, code, cooldown, clean = reply
+        transition = None
+        if before:
+            transition = Transition(
+                key,
+                BreakerState(before),
+                BreakerState.HALF_OPEN,
+                code or None,
+                float(cooldown) if cooldown else None,
+            )
+        return BreakerSnapshot(bool(admitted), bool(probe), float(wait), transition, bool(clean))
+
+    def _probe_is_local(self, key: str, probe: bool) -> bool:
+        if probe and key in self._local_probes:
+            self._local_probes.discard(key)
+            return True
+        return False
+
+    async def breaker_success(
+        self, key: str, *, now: float, probe: bool, success_threshold: int
+    ) -> Transition | None:
+        if self._probe_is_local(key, probe):
+            return await self.local.breaker_success(
+                key, now=now, probe=probe, success_threshold=success_threshold
+            )
+        reply = await self._call(
+            "breaker_success",
+            "BREAKER_SUCCESS",
+            [self._breaker_key(key)],
+            [int(probe), success_threshold, self.holder],
+        )
+        if reply is None:
+            return await self.local.breaker_success(
+                key, now=now, probe=False, success_threshold=success_threshold
+            )
+        return (
+            Transition(key, BreakerState(reply), BreakerState.CLOSED, None, None) if reply else None
+        )
+
+    async def breaker_failure(
+        self,
+        key: str,
+        *,
+        now: float,
+        probe: bool,
+        code: str,
+        threshold: int,
+        cooldown: float,
+        probe_after: float,
+        permanent: bool,
+    ) -> Transition | None:
+        local = self._probe_is_local(key, probe)
+        reply = None
+        if not local:
+            reply = await self._call(
+                "breaker_failure",
+                "BREAKER_FAILURE",
+                [self._breaker_key(key)],
+                [
+                    int(probe),
+                    code,
+                    threshold,
+                    repr(cooldown),
+                    repr(probe_after),
+                    int(permanent),
+                    self.holder,
+                ],
+            )
+        if reply is None:
+            return await self.local.breaker_failure(
+                key,
+                now=now,
+                probe=probe and local,
+                code=code,
+                threshold=threshold,
+                cooldown=cooldown,
+                probe_after=probe_after,
+                permanent=permanent,
+            )
+        if not reply:
+            return None
+        return Transition(
+            key, BreakerState(reply), BreakerState.OPEN, code, math.inf if permanent else cooldown
+        )
+
+    async def breaker_release(self, key: str, *, probe: bool) -> None:
+        if self._probe_is_local(key, probe):
+            await self.local.breaker_release(key, probe=True)
+        elif probe:
+            await self._call(
+                "breaker_release", "BREAKER_RELEASE", [self._breaker_key(key)], [self.holder]
+            )
+
+    async def breaker_reset(self, key: str) -> Transition | None:
+        local = await self.local.breaker_reset(key)
+        reply = await self._call("breaker_reset", "BREAKER_RESET", [self._breaker_key(key)], [])
+        if reply is None:
+            return local
+        if not reply or reply == "closed":
+            return None
+        return Transition(key, BreakerState(reply), BreakerState.CLOSED, None, None)
+
+    async def breaker_state(self, key: str, *, now: float) -> BreakerState:
+        if self.degraded:
+            return await self.local.breaker_state(key, now=now)
+        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
+            try:
+                state = await self.client.hget(self._breaker_key(key), "st")
+                return BreakerState(state) if state else BreakerState.CLOSED
+            except _redis_errors() as exc:
+                self._degrade("breaker_state", f"{type(exc).__name__}: {exc}")
+                return await self.local.breaker_state(key, now=now)
+        self._degrade("breaker_state", "timeout")
+        return await self.local.breaker_state(key, now=now)
+
+    # --- token buckets ---------------------------------------------------------------
+
+    async def reserve(
+        self,
+        amounts: Mapping[str, float],
+        specs: Mapping[str, BucketSpec],
+        *,
+        now: float,
+        max_wait: float | None,
+    ) -> Reservation:
+        buckets = list(amounts)
+        args: list[Any] = ["" if max_wait is None else repr(max_wait)]
+        for bucket in buckets:
+            spec = specs[bucket]
+            args += [repr(amounts[bucket]), repr(spec.capacity), repr(spec.rate)]
+        reply = await self._call("reserve", "RESERVE", [self._bucket_key(b) for b in buckets], args)
+        if reply is None:
+            return await self.local.reserve(amounts, self._share(specs), now=now, max_wait=max_wait)
+        for bucket, level in zip(buckets, reply[2:], strict=True):
+            self._levels[bucket] = float(level)
+        return Reservation(bool(reply[0]), float(reply[1]))
+
+    async def refund(
+        self, amounts: Mapping[str, float], specs: Mapping[str, BucketSpec], *, now: float
+    ) -> None:
+        buckets = list(amounts)
+        args: list[Any] = []
+        for bucket in buckets:
+            spec = specs[bucket]
+            args += [repr(amounts[bucket]), repr(spec.capacity), repr(spec.rate)]
+        reply = await self._call("refund", "REFUND", [self._bucket_key(b) for b in buckets], args)
+        if reply is None:
+            await self.local.refund(amounts, self._share(specs), now=now)
+
+    # --- budgets ---------------------------------------------------------------------
+
+    async def add_usage(
+        self, run_id: str, *, tokens: int, cost: float, turns: int
+    ) -> tuple[int, float, int]:
+        increment = self._increment_id()
+        reply = await self._call(
+            "add_usage",
+            "ADD_USAGE",
+            self._usage_keys(run_id),
+            [tokens, repr(cost), turns, self.usage_ttl, increment],
+        )
+        if reply is not None:
+            totals = self._usage[run_id] = _totals(reply)
+            return totals
+        # Not known to be applied (refused, or no answer in time): counted here, and sent
+        # again with the same id on recovery — applied once either way.
+        self._pending.setdefault(run_id, []).append((increment, tokens, cost, turns))
+        seen = self._usage.get(run_id, (0, 0.0, 0))
+        totals = (seen[0] + tokens, seen[1] + cost, seen[2] + turns)
+        self._usage[run_id] = totals
+        return totals
+
+
+def _totals(reply: Sequence[Any]) -> tuple[int, float, int]:
+    return int(reply[0]), float(reply[1]), int(reply[2])
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    import coredis.exceptions
+
+    return (coredis.exceptions.RedisError, *_TRANSIENT)
+
+
+@asynccontextmanager
+async def open_redis_state(
+    url: str = "redis://127.0.0.1:6379/0",
+    *,
+    replicas: int,
+    namespace: str = "ra",
+    timeout: float = DEFAULT_TIMEOUT,
+    retry_interval: float = DEFAULT_RETRY_INTERVAL,
+    usage_ttl: float = DEFAULT_USAGE_TTL,
+) -> AsyncIterator[RedisState]:
+    """A :class:`RedisState` on the server at ``url``, with its recovery task running.
+
+    ``replicas``: how many daemons share the limits (each takes ``1/replicas`` of them
+    while Redis is unreachable). Redis need not be up when this opens: the first
+    operation that cannot reach it starts in degraded mode. Bad arguments raise
+    ``config_invalid`` naming the argument; nothing is left open.
+    """
+    try:
+        import coredis
+    except ImportError as exc:  # pragma: no cover - the extra is a dev dependency
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, "redis state: install the 'redis' extra (coredis)"
+        ) from exc
+    if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, "redis state: url must be a redis://, rediss:// or unix:// URL"
+        )
+    _positive("timeout", timeout)
+    client = coredis.Redis.from_url(
+        url, decode_responses=True, connect_timeout=timeout, stream_timeout=timeout
+    )
+    state = RedisState(
+        client,
+        replicas=replicas,
+        namespace=namespace,
+        timeout=timeout,
+        retry_interval=retry_interval,
+        usage_ttl=usage_ttl,
+    )
+    async with open_nursery_unwrapped() as nursery:
+        await nursery.start(_hold, client)
+        nursery.start_soon(state._recover)
+        try:
+            yield state
+        finally:
+            nursery.cancel_scope.cancel(reason="redis state closed")
+
+
+async def _hold(client: Any, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Keep coredis's connection pool open (its task group lives in this task, so the
+    errors of the block that uses the state are not wrapped by it)."""
+    async with client:
+        task_status.started()
+        await trio.sleep_forever()

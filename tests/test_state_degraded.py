@@ -1,0 +1,163 @@
+"""Degraded mode of the Redis state: Redis killed or hung mid-test → requests go on with
+local state at 1/replicas of each limit (``state.degraded``); Redis back →
+``state.recovered`` and shared state again. Real redis-server, real time."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from actors import ActorError, Code
+from actors.events import StateDegraded, StateRecovered
+from actors.testing import capture_events
+from supervisors import Breaker, BreakerConfig, RateLimit, RateLimiter
+from supervisors.state import open_redis_state
+from tests.redis_server import RedisServer
+
+LIMITS = {"alpha": RateLimit(requests_per_minute=100)}
+
+
+async def admit_all(limiter: RateLimiter) -> int:
+    """Permits granted without waiting, until the first refusal."""
+    granted = 0
+    while True:
+        try:
+            await limiter.acquire("alpha", deadline=trio.current_time())
+        except ActorError as error:
+            assert error.code is Code.RATE_LIMITED
+            return granted
+        granted += 1
+
+
+async def until(predicate: object, timeout: float = 5.0) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():  # type: ignore[operator]
+            await trio.sleep(0.01)
+
+
+async def test_a_killed_redis_degrades_to_a_local_share_and_recovers(redis: RedisServer) -> None:
+    options = {"replicas": 2, "timeout": 0.2, "retry_interval": 0.1}
+    async with (
+        open_redis_state(redis.url, **options) as one,  # type: ignore[arg-type]
+        open_redis_state(redis.url, **options) as two,  # type: ignore[arg-type]
+    ):
+        limiters = [RateLimiter(LIMITS, state=one), RateLimiter(LIMITS, state=two)]
+        for n in range(20):
+            await limiters[n % 2].acquire("alpha")
+        redis.kill()
+        with capture_events(StateDegraded, StateRecovered) as seen:
+            started = trio.current_time()
+            shares = [await admit_all(limiter) for limiter in limiters]
+            assert trio.current_time() - started < 1.0  # no request waited on Redis
+            # Each replica: half of what was left (80 of 100), never the full limit.
+            assert shares == [40, 40]
+            assert [(type(e).__name__, e.replicas, e.operation) for e in seen] == [  # type: ignore[union-attr]
+                ("StateDegraded", 2, "reserve"),
+                ("StateDegraded", 2, "reserve"),
+            ]
+            assert "ConnectionError" in seen[0].error  # type: ignore[union-attr]
+            assert one.degraded and two.degraded
+            redis.start()
+            await until(lambda: not one.degraded and not two.degraded)
+        recovered = [e for e in seen if isinstance(e, StateRecovered)]
+        assert len(recovered) == 2 and all(e.backend == "redis" for e in recovered)
+        assert all(0.0 < e.degraded_for < 5.0 for e in recovered)
+        # Shared again: the restarted server (no persistence) holds a full bucket, and the
+        # two replicas share it — together they get exactly its 100.
+        assert await admit_all(limiters[0]) + await admit_all(limiters[1]) == 100
+
+
+async def test_a_hung_redis_degrades_after_the_timeout(redis: RedisServer) -> None:
+    async with open_redis_state(redis.url, replicas=4, timeout=0.2, retry_interval=0.1) as state:
+        limiter = RateLimiter(LIMITS, state=state)
+        await limiter.acquire("alpha")
+        redis.pause()
+        try:
+            with capture_events(StateDegraded) as seen:
+                started = trio.current_time()
+                await limiter.acquire("alpha")  # not failed: the local share admits it
+                assert 0.2 <= trio.current_time() - started < 0.5
+            assert [(e.operation, e.error) for e in seen] == [("reserve", "timeout")]
+            assert await admit_all(limiter) == 23  # 99 / 4 = 24.75 left, one taken
+        finally:
+            redis.resume()
+        await until(lambda: not state.degraded)
+
+
+async def test_usage_counted_while_degraded_is_added_on_recovery(redis: RedisServer) -> None:
+    async with open_redis_state(redis.url, replicas=2, timeout=0.2, retry_interval=0.1) as state:
+        assert await state.add_usage("r1", tokens=10, cost=1.0, turns=1) == (10, 1.0, 1)
+        redis.pause()
+        try:
+            # The totals go on from what was last seen; nothing is lost.
+            assert await state.add_usage("r1", tokens=5, cost=0.5, turns=1) == (15, 1.5, 2)
+            assert await state.add_usage("r2", tokens=7, cost=0.0, turns=0) == (7, 0.0, 0)
+        finally:
+            redis.resume()
+        with capture_events(StateRecovered) as seen:
+            await until(lambda: not state.degraded)
+        assert [e.runs_merged for e in seen] == [2]
+        assert await state.add_usage("r1", tokens=0, cost=0.0, turns=0) == (15, 1.5, 2)
+        assert await state.add_usage("r2", tokens=1, cost=0.0, turns=0) == (8, 0.0, 0)
+
+
+async def test_breakers_go_local_while_degraded_and_shared_after(redis: RedisServer) -> None:
+    config = BreakerConfig(cooldowns={Code.UNAVAILABLE: 0.2})
+    async with (
+        open_redis_state(redis.url, replicas=2, timeout=0.2, retry_interval=0.1) as one,
+        open_redis_state(redis.url, replicas=2, timeout=0.2, retry_interval=0.1) as two,
+    ):
+        first, second = Breaker(config, state=one), Breaker(config, state=two)
+        redis.pause()
+        try:
+            admission = await first.admit("alpha")  # degraded: admitted locally
+            await first.record(admission, ActorError.from_code(Code.UNAVAILABLE, "x"))
+            with pytest.raises(ActorError, match=r"^\[circuit_open\] "):
+                await first.admit("alpha")
+            await trio.sleep(0.25)
+            probe = await first.admit("alpha")  # a local probe lease
+            assert probe.probe
+        finally:
+            redis.resume()
+        await until(lambda: not one.degraded)
+        await first.record(probe, None)  # the local probe's verdict stays local
+        assert await second.state_of("alpha") == "closed"
+        assert await first.state_of("alpha") == "closed"
+
+
+async def test_redis_down_when_opened_starts_degraded_and_recovers(redis: RedisServer) -> None:
+    redis.kill()
+    async with open_redis_state(redis.url, replicas=2, timeout=0.2, retry_interval=0.1) as state:
+        limiter = RateLimiter(LIMITS, state=state)
+        with capture_events(StateDegraded) as seen:
+            assert await admit_all(limiter) == 50  # never seen: a full share
+        assert len(seen) == 1
+        redis.start()
+        await until(lambda: not state.degraded)
+        assert await admit_all(limiter) == 100
+
+
+async def test_a_cancel_during_a_hung_round_trip_takes_effect_after_the_timeout(
+    redis: RedisServer,
+) -> None:
+    async with open_redis_state(redis.url, replicas=2, timeout=0.3, retry_interval=0.1) as state:
+        limiter = RateLimiter(LIMITS, state=state)
+        redis.pause()
+        try:
+
+            async def caller() -> None:
+                await limiter.acquire("alpha")
+                await trio.sleep_forever()
+
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(caller)
+                    await trio.sleep(0.05)
+                    started = trio.current_time()
+                    scope.cancel()
+            assert scope.cancelled_caught
+            # The round trip in flight ended at its timeout (0.3 s after it began).
+            assert trio.current_time() - started < 0.35
+            assert state.degraded
+        finally:
+            redis.resume()
