@@ -70,6 +70,13 @@ class RedisServer:
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.02)
 
+    def command(self, *args: str) -> bytes:
+        """One command over a plain socket (RESP); the raw reply."""
+        request = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(request.encode())
+            return sock.recv(4096)
+
     def kill(self) -> None:
         if self.process is not None:
             self.process.kill()

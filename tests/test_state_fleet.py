@@ -1,0 +1,147 @@
+"""Four daemon processes share one real redis-server (tests/fleet_worker.py): a bucket
+raced by all admits exactly its limit, a breaker opened by one replica refuses on every
+other, half-open admits one probe across the fleet; Redis killed → each replica admits
+at most limit/N, Redis back → shared again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actors import ActorError, Code
+from supervisors import Breaker, BreakerConfig
+from supervisors.state import open_redis_state
+from tests.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+REPLICAS = 4
+TASKS = 8
+pytestmark = pytest.mark.timeout(120)
+
+
+class Fleet:
+    def __init__(self, url: str) -> None:
+        self.workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.fleet_worker", url, str(REPLICAS)],
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(REPLICAS)
+        ]
+        assert self.answers() == ["ready"] * REPLICAS
+
+    def answers(self) -> list[Any]:
+        return [json.loads(worker.stdout.readline()) for worker in self.workers]  # type: ignore[union-attr]
+
+    def send(self, command: str) -> None:
+        for worker in self.workers:
+            worker.stdin.write(command + "\n")  # type: ignore[union-attr]
+            worker.stdin.flush()  # type: ignore[union-attr]
+
+    def all(self, command: str) -> list[Any]:
+        """Send ``command`` to every replica; their answers, in replica order."""
+        self.send(command)
+        return self.answers()
+
+    def together(self, command: str, redis: RedisServer) -> list[Any]:
+        """``command`` started by every replica at the same moment: each waits for a key
+        the test sets once all have it."""
+        redis.command("DEL", "go")
+        self.send(f"await go {command}")
+        time.sleep(0.3)
+        redis.command("SET", "go", "1")
+        return self.answers()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            try:
+                worker.stdin.write("quit\n")  # type: ignore[union-attr]
+                worker.stdin.close()  # type: ignore[union-attr]
+            except (BrokenPipeError, OSError):
+                pass  # the worker is already gone; it is killed below if not
+        for worker in self.workers:
+            try:
+                assert worker.wait(timeout=10) == 0
+            finally:
+                worker.kill()
+                worker.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def fleet(redis: RedisServer) -> Iterator[Fleet]:
+    running = Fleet(redis.url)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def test_a_token_bucket_raced_by_four_replicas_admits_exactly_its_limit(
+    fleet: Fleet, redis: RedisServer
+) -> None:
+    # 1,000 tokens a minute, 10 tokens a request, 8 callers in each of 4 processes, each
+    # caller until its first refusal.
+    admitted = fleet.together("tokens", redis)
+    assert sum(admitted) == 1000, admitted
+    assert sum(share > 0 for share in admitted) >= 3, admitted  # they did race
+    assert fleet.all("tokens") == [0, 0, 0, 0]  # and nothing more in the window
+
+
+async def test_a_breaker_opened_by_one_replica_is_seen_by_all_on_their_next_request(
+    fleet: Fleet, redis: RedisServer
+) -> None:
+    assert fleet.all("probe") == [["admitted"] * TASKS] * REPLICAS
+    config = BreakerConfig(cooldowns={Code.UNAVAILABLE: 60.0})
+    async with open_redis_state(redis.url, replicas=REPLICAS) as state:
+        breaker = Breaker(config, state=state)
+        await breaker.record(
+            await breaker.admit("alpha"), ActorError.from_code(Code.UNAVAILABLE, "down")
+        )
+    assert fleet.all("probe") == [["refused"] * TASKS] * REPLICAS
+
+
+async def test_half_open_admits_exactly_one_probe_across_the_fleet(
+    fleet: Fleet, redis: RedisServer
+) -> None:
+    config = BreakerConfig(cooldowns={Code.UNAVAILABLE: 0.3})
+    async with open_redis_state(redis.url, replicas=REPLICAS) as state:
+        breaker = Breaker(config, state=state)
+        await breaker.record(
+            await breaker.admit("alpha"), ActorError.from_code(Code.UNAVAILABLE, "down")
+        )
+        assert fleet.all("probe") == [["refused"] * TASKS] * REPLICAS
+        await trio.sleep(0.35)
+        outcomes = [o for answer in fleet.together("probe", redis) for o in answer]
+        assert sorted(outcomes) == ["probe"] + ["refused"] * (REPLICAS * TASKS - 1)
+
+
+def test_redis_killed_each_replica_admits_its_share_then_shared_again(
+    fleet: Fleet, redis: RedisServer
+) -> None:
+    # 400 requests a minute. 40 taken while shared (10 each), then Redis dies.
+    assert fleet.all("requests 10") == [10] * REPLICAS
+    redis.kill()
+    degraded = fleet.all("requests")
+    # Each replica on its own: its quarter of what it last saw left in Redis (at most
+    # 400 / 4 = 100), never the full limit; the fleet stays within its limit plus one
+    # share.
+    assert all(80 <= share <= 400 / REPLICAS for share in degraded), degraded
+    assert 40 + sum(degraded) <= 400 + 400 / REPLICAS
+    assert fleet.all("events") == [["state.degraded"]] * REPLICAS
+    redis.start()
+    assert fleet.all("wait_recovered") == [True] * REPLICAS
+    assert fleet.all("events") == [["state.recovered"]] * REPLICAS
+    # Shared again: the restarted server starts full, and the fleet gets exactly 400.
+    shared = fleet.together("requests", redis)
+    assert sum(shared) == 400, shared
