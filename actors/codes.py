@@ -84,6 +84,7 @@ class Code(enum.StrEnum):
     # store
     PERSISTENCE_UNAVAILABLE = "persistence_unavailable"
     EVENT_LOG_CORRUPT = "event_log_corrupt"
+    LEASE_LOST = "lease_lost"
     # cancellation
     CANCELLED = "cancelled"
     # supervision and actor plumbing
@@ -220,6 +221,7 @@ _TABLE: dict[Code, CodeInfo] = {
     Code.EVENT_LOG_CORRUPT: _info(
         _C.STORE, False, "The run's event log is damaged and cannot be replayed."
     ),
+    Code.LEASE_LOST: _info(_C.STORE, False, "Another daemon took this run over; it goes on there."),
     Code.CANCELLED: _info(_C.CANCELLATION, False, "The work was cancelled."),
     Code.CALL_TIMEOUT: _info(
         _C.SUPERVISION, False, "An internal component did not answer in time."

@@ -90,6 +90,8 @@ DEFAULT_BY_CODE: Final[Mapping[Code, Directive]] = MappingProxyType(
         Code.CALL_TIMEOUT: Directive.RESTART,
         Code.NOT_DELIVERED: Directive.RESTART,
         Code.EVENT_LOG_CORRUPT: Directive.ESCALATE,
+        # Another daemon owns the run now: doing it again here is what must not happen.
+        Code.LEASE_LOST: Directive.STOP,
         # A child supervisor that gave up is restarted by its parent (within the parent's
         # own intensity), unlike OTP's `shutdown` exit which a transient child would keep.
         Code.RESTART_INTENSITY_EXCEEDED: Directive.RESTART,

@@ -101,6 +101,8 @@ WORKFLOW = Workflow(
 
 GROUP = ToolGroup(name="billing", tools=[charge], concurrency=2)
 TOOLS: Tools | None = None
+#: Short, so that a process resuming after a kill takes the dead one's leases soon.
+LEASE_TTL = 0.5
 
 
 async def main() -> None:
@@ -111,12 +113,13 @@ async def main() -> None:
     db.close()
     spec = SupervisorSpec(children=list(tool_hosts(GROUP)))
     store: Any = journal_path
-    if journal_path.startswith("host="):  # a PostgreSQL DSN
+    leased = journal_path.startswith("host=")  # a PostgreSQL DSN: runs are leased
+    if leased:
         from actors.journal.postgres import PostgresStore
 
         store = PostgresStore(journal_path)
     async with (
-        open_journal(store) as journal,
+        open_journal(store, lease_ttl=LEASE_TTL) as journal,
         open_tree(spec, name="kill-child") as tree,
     ):
         global TOOLS
@@ -124,6 +127,15 @@ async def main() -> None:
         async with open_runs(tree, journal=journal, workflows=[WORKFLOW], runners=2) as runs:
             if mode == "start":
                 started = [await runs.start(WORKFLOW, run_id=run_id) for run_id in run_ids]
+            elif leased:
+                # The killed process's leases run until they expire on the database's
+                # clock; then this process takes its runs over (open_runs adopts them).
+                with trio.fail_after(30):
+                    while set(await journal.read(journal.store.unfinished)) - {
+                        run.run_id for run in runs.resumed
+                    }:
+                        await trio.sleep(0.05)
+                started = list(runs.resumed)
             else:
                 started = list(runs.resumed)
             print("STARTED", len(started), flush=True)

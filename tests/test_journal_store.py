@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -530,20 +531,60 @@ def test_a_checked_record_is_written_as_compact_json_without_the_size_walk() -> 
         entry_of(completed("r", 4, bad={1}), checked=True)
 
 
-def test_one_writer_per_postgres_database(request: pytest.FixtureRequest) -> None:
+def test_postgres_leases_one_holder_at_a_time_on_the_database_clock(
+    request: pytest.FixtureRequest,
+) -> None:
     from actors.journal.postgres import PostgresStore
 
     dsn = request.getfixturevalue("postgres_dsn")
-    first = PostgresStore(dsn)
-    with pytest.raises(
-        ActorError, match=r"^\[config_invalid\] the journal database is in use by another writer$"
-    ):
-        PostgresStore(dsn)
-    reader = PostgresStore(dsn, exclusive=False)  # readers take no lock
-    assert reader.runs() == []
-    reader.close()
-    first.close()
-    PostgresStore(dsn).close()  # released with the connection
+    one, two = PostgresStore(dsn), PostgresStore(dsn)  # two daemons on one database
+    try:
+        assert one.take_lease("r", "A", 0.3) == 1
+        assert two.take_lease("r", "B", 0.3) is None  # A's lease runs
+        assert one.take_lease("r", "A", 0.3) == 2  # the holder takes it again: a new token
+        assert one.renew_leases("A", {"r": 2}, 0.3) == {"r"}
+        assert one.renew_leases("A", {"r": 1}, 0.3) == set()  # a stale token renews nothing
+        assert one.renew_leases("B", {"r": 2}, 0.3) == set()  # nor another holder
+        assert one.renew_leases("A", {}, 0.3) == set()
+        for store in (one, two):  # each writes its own run: no lock between daemons
+            run_id = "r" if store is one else "s"
+            store.write(
+                Batch(
+                    entries=[entry_of(started(run_id))],
+                    headers=[header(run_id)],
+                    fences={"r": ("A", 2)} if store is one else {},
+                )
+            )
+        assert two.orphans() == ["s"]  # unfinished, never leased; r is held
+        time.sleep(0.35)
+        assert two.orphans() == ["r", "s"]  # r's lease expired
+        assert two.take_lease("r", "B", 30.0) == 3  # taken over, with a higher token
+        assert two.orphans() == ["s"]
+        # A wakes up: its write for r is fenced off (nothing of r written), the rest is.
+        fenced = one.write(
+            Batch(
+                entries=[entry_of(completed("r", 1, x=1)), entry_of(completed("s", 1, y=1))],
+                fences={"r": ("A", 2)},
+            )
+        )
+        assert fenced == frozenset({"r"})
+        assert [e.seq for e in two.entries("r")] == [0]
+        assert [e.seq for e in two.entries("s")] == [0, 1]
+        assert one.renew_leases("A", {"r": 2}, 30.0) == set()
+        # B writes for r with its token.
+        assert (
+            two.write(Batch(entries=[entry_of(completed("r", 1, x=2))], fences={"r": ("B", 3)}))
+            == frozenset()
+        )
+        assert [e.seq for e in one.entries("r")] == [0, 1]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_sqlite_and_memory_stores_have_no_leases(tmp_path: Path) -> None:
+    assert not getattr(SqliteStore(tmp_path / "j.journal"), "leases", False)
+    assert not getattr(MemoryStore(), "leases", False)
 
 
 def test_a_journal_that_cannot_be_opened_is_config_invalid_and_holds_nothing(

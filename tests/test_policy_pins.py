@@ -64,6 +64,7 @@ def test_default_by_code_table() -> None:
         Code.CALL_TIMEOUT: Directive.RESTART,
         Code.NOT_DELIVERED: Directive.RESTART,
         Code.EVENT_LOG_CORRUPT: Directive.ESCALATE,
+        Code.LEASE_LOST: Directive.STOP,
         Code.RESTART_INTENSITY_EXCEEDED: Directive.RESTART,
     }
 

@@ -31,7 +31,8 @@ Families (docs/events.md lists every record with its fields):
   :class:`RunCancelled`, :class:`RunResumed` (all :class:`RunEvent`), and
   :class:`RunErrorDetail`, their failures' detail for the log;
 * journal — :class:`JournalAppendFailed`, :class:`JournalRecovered`,
-  :class:`JournalUnavailable`, :class:`RunNotResumed`;
+  :class:`JournalUnavailable`, :class:`JournalLeaseLost`, :class:`JournalLeaseRenewFailed`,
+  :class:`JournalAdoptFailed`, :class:`RunNotResumed`;
 * shared state — :class:`StateDegraded`, :class:`StateRecovered`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
@@ -51,7 +52,10 @@ from actors.events.diagnostics import (
     TaskFailed,
 )
 from actors.events.journal import (
+    JournalAdoptFailed,
     JournalAppendFailed,
+    JournalLeaseLost,
+    JournalLeaseRenewFailed,
     JournalRecovered,
     JournalUnavailable,
     RunNotResumed,
@@ -160,7 +164,10 @@ RECORDS: tuple[type[Event], ...] = (
     RunFailed,
     RunCancelled,
     RunErrorDetail,
+    JournalAdoptFailed,
     JournalAppendFailed,
+    JournalLeaseLost,
+    JournalLeaseRenewFailed,
     JournalRecovered,
     JournalUnavailable,
     RunNotResumed,
@@ -194,7 +201,10 @@ __all__ = [
     "Event",
     "EventHook",
     "HookFailed",
+    "JournalAdoptFailed",
     "JournalAppendFailed",
+    "JournalLeaseLost",
+    "JournalLeaseRenewFailed",
     "JournalRecovered",
     "JournalUnavailable",
     "NodeAttempt",

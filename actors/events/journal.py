@@ -63,3 +63,43 @@ class RunNotResumed(Event):
     code: str
     message: str
     seq: int | None
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class JournalLeaseLost(Event):
+    """Another daemon took the run over (its lease had expired): this daemon's write for
+    it was refused by the fencing token, and the run is halted here with ``lease_lost``
+    — it goes on where the other daemon resumed it."""
+
+    name: ClassVar[str] = "journal.lease_lost"
+    level: ClassVar[int] = logging.ERROR
+
+    run_id: str
+    #: The fencing token this daemon held (the taker's is higher).
+    token: int
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class JournalLeaseRenewFailed(Event):
+    """The leases of this daemon's runs could not be renewed; tried again in
+    ``retry_in`` seconds. A lease that expires meanwhile may be taken over (then this
+    daemon's next write for that run is refused: ``journal.lease_lost``)."""
+
+    name: ClassVar[str] = "journal.lease_renew_failed"
+    level: ClassVar[int] = logging.WARNING
+
+    runs: int
+    retry_in: float
+    error: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class JournalAdoptFailed(Event):
+    """Looking for runs to take over (unfinished, their lease expired: their daemon
+    died) failed; tried again in ``retry_in`` seconds."""
+
+    name: ClassVar[str] = "journal.adopt_failed"
+    level: ClassVar[int] = logging.WARNING
+
+    retry_in: float
+    error: str

@@ -3,6 +3,8 @@ sees it; what recovery replays (docs/journal.md).
 
 * :func:`open_journal` / :class:`Journal` — the writer (group commit, degradation);
 * :class:`SqliteStore` — the default backend; :class:`MemoryStore` — in memory;
+  :class:`PostgresStore` — PostgreSQL, shared by a fleet of daemons (extra
+  ``postgres``; runs owned through leases, :class:`Leases`, :class:`LeaseStore`);
   :class:`JournalStore` — the protocol a backend implements (:class:`Batch`,
   :class:`RunHeader`, :class:`RunEnding`, :class:`Checkpoint`, :class:`RunRow`);
 * :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
@@ -13,13 +15,24 @@ Recovery itself (replaying a run into a running engine) is
 :meth:`supervisors.runs.Runs.resume`.
 """
 
+from actors.journal.leases import Leases
 from actors.journal.memory import MemoryStore
+from actors.journal.postgres import PostgresStore
 from actors.journal.records import TERMINAL, Entry, checksum, corrupt, dumps, entry_of, record_of
 from actors.journal.sqlite import SqliteStore
-from actors.journal.store import Batch, Checkpoint, JournalStore, RunEnding, RunHeader, RunRow
+from actors.journal.store import (
+    Batch,
+    Checkpoint,
+    JournalStore,
+    LeaseStore,
+    RunEnding,
+    RunHeader,
+    RunRow,
+)
 from actors.journal.writer import (
     DEFAULT_PATH,
     DELAYS,
+    LEASE_TTL,
     THRESHOLD,
     Journal,
     JournalOwner,
@@ -29,6 +42,7 @@ from actors.journal.writer import (
 __all__ = [
     "DEFAULT_PATH",
     "DELAYS",
+    "LEASE_TTL",
     "TERMINAL",
     "THRESHOLD",
     "Batch",
@@ -37,7 +51,10 @@ __all__ = [
     "Journal",
     "JournalOwner",
     "JournalStore",
+    "LeaseStore",
+    "Leases",
     "MemoryStore",
+    "PostgresStore",
     "RunEnding",
     "RunHeader",
     "RunRow",

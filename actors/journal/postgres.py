@@ -8,8 +8,15 @@ it returns (PostgreSQL's ``synchronous_commit`` decides what "durable" means: on
 default, on disk). The same tables as the SQLite store, created on first use; entries
 keyed ``(run_id, seq)`` with ``ON CONFLICT DO NOTHING``.
 
-Still to come (the fleet): ownership of a run by a lease on the database clock, and a
-fencing token checked on every append, so that another replica can take over a run.
+**Leases and fencing** (a fleet of daemons on one database). A run is owned by one
+journal at a time through a lease row: its holder, a fencing token and an expiry on the
+*database* clock (``clock_timestamp()``; replicas' clocks do not matter). A lease is
+taken when it is free, expired, or already the taker's; each take bumps the token.
+Every write checks, in its own transaction and under a share lock of the lease rows,
+that each run it writes for is still leased with the writer's token: a run whose lease
+was taken over is *fenced* — nothing of it is written, and :meth:`PostgresStore.write`
+returns its id (the rest of the batch is written). So two replicas never both append
+to one run, even when the first one wakes up from a long pause.
 """
 
 from __future__ import annotations
@@ -51,10 +58,23 @@ _SCHEMA: Final = (
         progress TEXT NOT NULL,
         checksum TEXT NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS journal_leases (
+        run_id TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        token BIGINT NOT NULL,
+        expires TIMESTAMPTZ NOT NULL
+    )""",
 )
 
-#: The advisory lock key a writing store holds (an arbitrary constant: "rajo").
-_WRITER_LOCK: Final = 0x72616A6F
+_TAKE: Final = (
+    "INSERT INTO journal_leases (run_id, holder, token, expires)"
+    " VALUES (%s, %s, 1, clock_timestamp() + %s * interval '1 second')"
+    " ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder,"
+    " token = journal_leases.token + 1, expires = excluded.expires"
+    " WHERE journal_leases.expires < clock_timestamp()"
+    " OR journal_leases.holder = excluded.holder"
+    " RETURNING token"
+)
 
 _RUN_COLUMNS: Final = (
     "run_id, workflow, status, code, started, ended, duration, tokens, cost, definition,"
@@ -65,11 +85,13 @@ _RUN_COLUMNS: Final = (
 class PostgresStore:
     """A :class:`~actors.journal.store.JournalStore` in a PostgreSQL database (see the
     module docstring). ``dsn``: a libpq connection string or URL (its password never
-    appears in an error of this store). A store that writes (``exclusive``, the default)
-    holds a session advisory lock: a second writer on the same database is refused
-    with ``config_invalid``; readers pass ``exclusive=False``."""
+    appears in an error of this store). Several daemons may write to one database:
+    runs are kept apart by their leases."""
 
-    def __init__(self, dsn: str, *, exclusive: bool = True) -> None:
+    #: Runs are owned through leases (the journal takes one before running a run).
+    leases = True
+
+    def __init__(self, dsn: str) -> None:
         import psycopg
 
         try:
@@ -87,19 +109,6 @@ class PostgresStore:
         except BaseException:
             self.close()  # the connection is not left open
             raise
-        if exclusive:
-            # One writing daemon per database, as the SQLite store's lock file: a session
-            # advisory lock, released with the connection (the server sees a dead
-            # process's connection go). Leases per run replace it for fleets.
-            with self._db.transaction():
-                row = self._db.execute(
-                    "SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,)
-                ).fetchone()
-            if not (row and row[0]):
-                self.close()
-                raise ActorError.from_code(
-                    Code.CONFIG_INVALID, "the journal database is in use by another writer"
-                )
 
     @property
     def db(self) -> Any:
@@ -107,12 +116,62 @@ class PostgresStore:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal store is closed")
         return self._db
 
-    def write(self, batch: Batch) -> None:
+    def write(self, batch: Batch) -> frozenset[str]:
+        """Write ``batch`` in one transaction, except the runs it fences (see the module
+        docstring): their ids are returned, and nothing of theirs is written."""
         db = self.db
         tables = ("journal_runs", "journal_events", "journal_checkpoints")
         with db.transaction(), db.cursor() as cursor:
+            fenced: frozenset[str] = frozenset()
+            if batch.fences:
+                cursor.execute(
+                    "SELECT run_id, holder, token FROM journal_leases"
+                    " WHERE run_id = ANY(%s) FOR SHARE",
+                    (list(batch.fences),),
+                )
+                held = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+                fenced = frozenset(
+                    run_id
+                    for run_id, (holder, token) in batch.fences.items()
+                    if held.get(run_id) != (holder, token)
+                )
+                if fenced:
+                    batch = batch.without(fenced)
             for sql, rows in write_statements(batch, "%s", tables):
                 cursor.executemany(sql, rows)
+        return fenced
+
+    def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
+        """Lease ``run_id`` to ``holder`` for ``ttl`` seconds of the database's clock:
+        the new fencing token, or ``None`` while another holder's lease runs."""
+        rows = self._rows(_TAKE, run_id, holder, ttl)
+        return int(rows[0][0]) if rows else None
+
+    def renew_leases(self, holder: str, tokens: dict[str, int], ttl: float) -> set[str]:
+        """Extend ``holder``'s leases that still carry these tokens; the runs renewed."""
+        if not tokens:
+            return set()
+        rows = self._rows(
+            "UPDATE journal_leases AS l SET expires = clock_timestamp() + %s * interval"
+            " '1 second' FROM unnest(%s::text[], %s::bigint[]) AS t(run_id, token)"
+            " WHERE l.run_id = t.run_id AND l.token = t.token AND l.holder = %s"
+            " RETURNING l.run_id",
+            ttl,
+            list(tokens),
+            list(tokens.values()),
+            holder,
+        )
+        return {row[0] for row in rows}
+
+    def orphans(self) -> list[str]:
+        """Unfinished runs nobody holds: no lease, or an expired one (oldest first)."""
+        rows = self._rows(
+            "SELECT r.run_id FROM journal_runs r LEFT JOIN journal_leases l"
+            " ON l.run_id = r.run_id WHERE r.status = 'running'"
+            " AND (l.run_id IS NULL OR l.expires < clock_timestamp())"
+            " ORDER BY r.started, r.run_id"
+        )
+        return [row[0] for row in rows]
 
     def _rows(self, query: str, *params: Any) -> list[Any]:
         db = self.db
@@ -159,7 +218,12 @@ class PostgresStore:
                     (ended_before,),
                 ).fetchall()
             ]
-            for table in ("journal_events", "journal_checkpoints", "journal_runs"):
+            for table in (
+                "journal_events",
+                "journal_checkpoints",
+                "journal_leases",
+                "journal_runs",
+            ):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ANY(%s)", (gone,))
         return len(gone)
 

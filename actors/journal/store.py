@@ -10,7 +10,7 @@ instance on the same file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -62,6 +62,18 @@ class Batch:
     headers: Sequence[RunHeader] = ()
     endings: Sequence[RunEnding] = ()
     checkpoints: Sequence[Checkpoint] = ()
+    #: For a store with leases: run id -> (holder, fencing token) the writer holds.
+    fences: Mapping[str, tuple[str, int]] = attrs.field(factory=dict)
+
+    def without(self, runs: frozenset[str]) -> Batch:
+        """This batch without anything of ``runs``."""
+        return Batch(
+            entries=[e for e in self.entries if e.run_id not in runs],
+            headers=[h for h in self.headers if h.run_id not in runs],
+            endings=[e for e in self.endings if e.run_id not in runs],
+            checkpoints=[c for c in self.checkpoints if c.run_id not in runs],
+            fences={r: f for r, f in self.fences.items() if r not in runs},
+        )
 
 
 @attrs.frozen(slots=True)
@@ -85,10 +97,12 @@ class RunRow:
 class JournalStore(Protocol):
     """A journal backend (see the module docstring). A store may set a class attribute
     ``inline = True`` when its calls never block: the journal then calls it in the
-    task instead of a worker thread."""
+    task instead of a worker thread; and ``leases = True`` when several daemons may write
+    to it, runs being owned through leases (:class:`LeaseStore`)."""
 
-    def write(self, batch: Batch) -> None:
-        """Make ``batch`` durable (one transaction), or raise and store nothing of it."""
+    def write(self, batch: Batch) -> frozenset[str] | None:
+        """Make ``batch`` durable (one transaction), or raise and store nothing of it.
+        A store with leases returns the runs it fenced (written for none of them)."""
         ...
 
     def entries(self, run_id: str, after: int = -1) -> list[Entry]:
@@ -118,4 +132,22 @@ class JournalStore(Protocol):
 
     def close(self) -> None:
         """Release the connection (idempotent)."""
+        ...
+
+
+class LeaseStore(JournalStore, Protocol):
+    """A store several daemons write to: a run is owned through a lease with a fencing
+    token, on the store's clock (see :mod:`actors.journal.postgres`)."""
+
+    def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
+        """Lease ``run_id`` to ``holder`` for ``ttl`` seconds: the new fencing token, or
+        ``None`` while another holder's lease runs."""
+        ...
+
+    def renew_leases(self, holder: str, tokens: dict[str, int], ttl: float) -> set[str]:
+        """Extend the leases ``holder`` still has with these tokens; the runs renewed."""
+        ...
+
+    def orphans(self) -> list[str]:
+        """Unfinished runs with no lease or an expired one."""
         ...

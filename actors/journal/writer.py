@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, cast
 
 import attrs
 import outcome
@@ -36,15 +36,25 @@ import trio
 
 from actors.errors import ActorError, Code
 from actors.events import JournalAppendFailed, JournalRecovered, JournalUnavailable
+from actors.journal.leases import Leases
 from actors.journal.records import Entry
 from actors.journal.sqlite import SqliteStore
-from actors.journal.store import Batch, Checkpoint, JournalStore, RunEnding, RunHeader
+from actors.journal.store import (
+    Batch,
+    Checkpoint,
+    JournalStore,
+    LeaseStore,
+    RunEnding,
+    RunHeader,
+)
 from actors.observe import emit
 
 #: Seconds before the k-th retry of a failed write (the last one repeats).
 DELAYS: Final = (2.0, 4.0, 6.0)
 #: Consecutive failed writes that halt the runs waiting on them.
 THRESHOLD: Final = 3
+#: Seconds a run's lease lasts on a store with leases (renewed every third of it).
+LEASE_TTL: Final = 30.0
 #: The file a journal opened without a path uses (in the working directory).
 DEFAULT_PATH: Final = "runs.journal"
 
@@ -117,6 +127,7 @@ class Journal:
         *,
         delays: Sequence[float] = DELAYS,
         threshold: int = THRESHOLD,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
         delays = tuple(delays)
         if not delays or not all(
@@ -130,7 +141,19 @@ class Journal:
             raise ActorError.from_code(
                 Code.INPUT_VALIDATION, "Journal: threshold must be an int >= 1"
             )
+        if isinstance(lease_ttl, bool) or not (
+            isinstance(lease_ttl, int | float) and 0 < lease_ttl < float("inf")
+        ):
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "Journal: lease_ttl must be finite seconds > 0"
+            )
         self.store = store
+        #: The runs this journal leases, for a store several daemons write to.
+        self.leases = (
+            Leases(cast(LeaseStore, store), float(lease_ttl))
+            if getattr(store, "leases", False)
+            else None
+        )
         #: A store whose calls never block (``inline = True``) is called in the task.
         self._inline = bool(getattr(store, "inline", False))
         self.delays = delays
@@ -144,6 +167,7 @@ class Journal:
         self._closing = False
         self._closed = False
         self._claims: set[str] = set()
+        self._fenced: frozenset[str] = frozenset()  # runs the last write fenced off
         #: The batch being written and its waiters (what the writer abandons if it dies).
         self._current: tuple[list[_Item], list[_Waiters]] = ([], [])
 
@@ -156,9 +180,33 @@ class Journal:
         self._claims.add(run_id)
         return True
 
+    async def acquire(self, run_id: str) -> None:
+        """Take ``run_id`` for one engine: :meth:`claim` it in this process and, on a
+        store with leases, lease it on the store. ``name_taken`` when another engine of
+        this process, or another daemon, has it."""
+        if not self.claim(run_id):
+            raise ActorError.from_code(
+                Code.NAME_TAKEN, f"run {run_id!r} is running on this journal", run_id=run_id
+            )
+        leases = self.leases
+        if leases is None:
+            return
+        try:
+            taken = await leases.take(self.read, run_id)
+        except BaseException:
+            self.release(run_id)
+            raise
+        if not taken:
+            self.release(run_id)
+            raise ActorError.from_code(
+                Code.NAME_TAKEN, f"run {run_id!r} is leased by another daemon", run_id=run_id
+            )
+
     def release(self, run_id: str) -> None:
         """Give ``run_id`` back (its run ended, or never started)."""
         self._claims.discard(run_id)
+        if self.leases is not None:
+            self.leases.drop(run_id)
 
     @property
     def closed(self) -> bool:
@@ -304,6 +352,10 @@ class Journal:
             if self.failures:
                 emit(JournalRecovered(failures=self.failures))
                 self.failures = 0
+            if self._fenced:
+                assert self.leases is not None  # only a store with leases fences
+                fenced, self._fenced = self._fenced, frozenset()
+                batch = self.leases.halt_fenced(batch, fenced)
             self._release(batch, waiting)
 
     async def _write(self, batch: list[_Item]) -> None:
@@ -319,14 +371,16 @@ class Journal:
 
     def _store_batch(self, batch: list[_Item]) -> None:
         """One transaction of ``batch``'s content (none for flush markers alone)."""
+        entries = [i.entry for i in batch if i.entry is not None]
         content = Batch(
-            entries=[i.entry for i in batch if i.entry is not None],
+            entries=entries,
             headers=[i.header for i in batch if i.header is not None],
             endings=[i.ending for i in batch if i.ending is not None],
             checkpoints=[i.checkpoint for i in batch if i.checkpoint is not None],
+            fences={} if self.leases is None else self.leases.fences({e.run_id for e in entries}),
         )
         if content.entries or content.headers or content.endings or content.checkpoints:
-            self.store.write(content)
+            self._fenced = self.store.write(content) or frozenset()
 
     async def _failed(self, batch: list[_Item], waiting: list[_Waiters], exc: Exception) -> bool:
         """Count and report a failed write, halt past the threshold, wait; ``True``
@@ -375,6 +429,7 @@ async def open_journal(
     delays: Sequence[float] = DELAYS,
     threshold: int = THRESHOLD,
     close_timeout: float = 10.0,
+    lease_ttl: float = LEASE_TTL,
 ) -> AsyncIterator[Journal]:
     """A :class:`Journal` over ``store`` (a store, or the path of a SQLite file: default
     ``runs.journal`` in the working directory) with its writer running.
@@ -383,6 +438,9 @@ async def open_journal(
     first (the runs' last records get in), for at most ``close_timeout`` seconds and
     only while the store works (``threshold`` consecutive failures end it), then closes
     the store. The writer is shielded from a cancel around the block for that reason.
+    ``lease_ttl``: on a store several daemons write to (PostgreSQL), how long a run's
+    lease lasts without renewal — how soon another daemon may take over the runs of one
+    that died.
     """
     if isinstance(close_timeout, bool) or not (
         isinstance(close_timeout, int | float) and close_timeout >= 0
@@ -393,11 +451,13 @@ async def open_journal(
     if isinstance(store, str | Path):
         store = await trio.to_thread.run_sync(SqliteStore, store)
     try:
-        journal = Journal(store, delays=delays, threshold=threshold)
+        journal = Journal(store, delays=delays, threshold=threshold, lease_ttl=lease_ttl)
         writer = trio.CancelScope(shield=True)
         stopped = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(journal._run, writer, stopped)
+            if journal.leases is not None:
+                nursery.start_soon(journal.leases.renew_forever, journal.read)
             try:
                 yield journal
             finally:
@@ -406,6 +466,7 @@ async def open_journal(
                 with trio.CancelScope(shield=True), trio.move_on_after(close_timeout):
                     await stopped.wait()
                 writer.cancel(reason="journal closed")
+                nursery.cancel_scope.cancel(reason="journal closed")
                 journal._closed = True
     finally:
         store.close()

@@ -18,8 +18,8 @@ from typing import Protocol
 import trio
 
 from actors import ActorError, Code
-from actors.events import RunNotResumed
-from actors.journal import Journal
+from actors.events import JournalAdoptFailed, RunNotResumed
+from actors.journal import Journal, Leases
 from actors.lowlevel import emit
 from supervisors.budget import Budget, Price
 from supervisors.runs.graph import Workflow
@@ -36,6 +36,9 @@ class Runs(Protocol):
     live: dict[str, Run]
     workflows: dict[str, Workflow]
     prices: dict[tuple[str, str], Price]
+    #: Runs reported as not resumable (not tried again by a later adoption).
+    not_resumed: set[str]
+    resumed: tuple[Run, ...]
 
     @property
     def closed(self) -> bool: ...
@@ -43,7 +46,13 @@ class Runs(Protocol):
     def _plan(self, workflow: Workflow) -> Plan | ActorError: ...
 
     async def _launch(
-        self, run: Run, plan: Plan, budget: Budget, resume: Progress | None
+        self,
+        run: Run,
+        plan: Plan,
+        budget: Budget,
+        resume: Progress | None,
+        *,
+        acquired: bool = False,
     ) -> Run: ...
 
 
@@ -62,52 +71,62 @@ async def resume_run(runs: Runs, run_id: str, workflow: Workflow | None = None) 
         raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
     if runs.closed:
         raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
-    await journal.flush()  # nothing of this run is still on its way to the store
-    store = journal.store
-    row = await journal.read(store.run, run_id)
-    entries = await journal.read(store.entries, run_id)
-    checkpoint = await journal.read(store.checkpoint, run_id)
-    if row is None and not entries:
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, f"Runs.resume: no run {run_id!r} in the journal", run_id=run_id
+    # Taken first (on a store with leases, leased: another daemon that had it can no
+    # longer write), then read: what is read is all there will be.
+    await journal.acquire(run_id)
+    try:
+        await journal.flush()  # nothing of this run is still on its way to the store
+        store = journal.store
+        row = await journal.read(store.run, run_id)
+        entries = await journal.read(store.entries, run_id)
+        checkpoint = await journal.read(store.checkpoint, run_id)
+        if row is None and not entries:
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION,
+                f"Runs.resume: no run {run_id!r} in the journal",
+                run_id=run_id,
+            )
+        name = workflow.name if workflow is not None else (row.workflow if row else "")
+        workflow = workflow or runs.workflows.get(name)
+        if workflow is None:
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID,
+                f"run {run_id!r}: no workflow named {name!r} to resume it with "
+                "(pass it to open_runs(workflows=...))",
+                run_id=run_id,
+            )
+        plan = runs._plan(workflow)
+        if isinstance(plan, ActorError):
+            raise plan
+        found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
+        if run_id in runs.live:  # resumed meanwhile
+            raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
+        progress = found.progress
+        started = found.records[0]
+        run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
+        run.wall_time = found.row.started
+        run.state = dict(progress.state)
+        run._events.extend(found.records)
+        run._seq = progress.seq
+        now = trio.current_time()
+        run._at_offset = progress.last_at - now
+        run._preset = {k: [list(d) for d in v] for k, v in progress.decisions.items()}
+        run.journaled = RunJournal(run, journal, progress, None)
+        budget = Budget(
+            run_id,
+            found.limits,
+            prices=runs.prices,
+            approve=run.approve_budget,
+            on_event=run.budget_record,
         )
-    name = workflow.name if workflow is not None else (row.workflow if row else "")
-    workflow = workflow or runs.workflows.get(name)
-    if workflow is None:
-        raise ActorError.from_code(
-            Code.CONFIG_INVALID,
-            f"run {run_id!r}: no workflow named {name!r} to resume it with "
-            "(pass it to open_runs(workflows=...))",
-            run_id=run_id,
-        )
-    plan = runs._plan(workflow)
-    if isinstance(plan, ActorError):
-        raise plan
-    found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
-    if run_id in runs.live:  # resumed meanwhile
-        raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
-    progress = found.progress
-    started = found.records[0]
-    run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
-    run.wall_time = found.row.started
-    run.state = dict(progress.state)
-    run._events.extend(found.records)
-    run._seq = progress.seq
-    now = trio.current_time()
-    run._at_offset = progress.last_at - now
-    run._preset = {k: [list(d) for d in v] for k, v in progress.decisions.items()}
-    run.journaled = RunJournal(run, journal, progress, None)
-    budget = Budget(
-        run_id,
-        found.limits,
-        prices=runs.prices,
-        approve=run.approve_budget,
-        on_event=run.budget_record,
-    )
-    budget.started_at = progress.started_at - run._at_offset
-    tokens, cost, turns = progress.budget
-    budget.tokens, budget.cost, budget.turns = int(tokens), float(cost), int(turns)
-    return await runs._launch(run, plan, budget, progress)
+        budget.started_at = progress.started_at - run._at_offset
+        tokens, cost, turns = progress.budget
+        budget.tokens, budget.cost, budget.turns = int(tokens), float(cost), int(turns)
+        return await runs._launch(run, plan, budget, progress, acquired=True)
+    except BaseException:
+        if run_id not in runs.live:
+            journal.release(run_id)
+        raise
 
 
 async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:
@@ -115,12 +134,19 @@ async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:
     journal = runs.journal
     assert journal is not None
     resumed = []
-    for run_id in await journal.read(journal.store.unfinished):
+    leases = journal.leases
+    # On a store with leases: only the runs nobody holds (a live daemon renews its own).
+    listing = journal.store.unfinished if leases is None else leases.store.orphans
+    for run_id in await journal.read(listing):
+        if run_id in runs.live or run_id in runs.not_resumed:
+            continue
         try:
             resumed.append(await resume_run(runs, run_id))
         except ActorError as error:
             if error.code is Code.PERSISTENCE_UNAVAILABLE or error.code is Code.ACTOR_STOPPED:
                 raise
+            if error.code is not Code.NAME_TAKEN:  # taken meanwhile: not for good
+                runs.not_resumed.add(run_id)
             emit(
                 RunNotResumed(
                     run_id=run_id,
@@ -130,6 +156,26 @@ async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:
                 )
             )
     return tuple(resumed)
+
+
+async def adopt_forever(runs: Runs, leases: Leases, scope: trio.CancelScope) -> None:
+    """On a store with leases: every half lease, take over (resume) the unfinished runs
+    whose lease expired — their daemon died — until ``scope`` is cancelled (the runs
+    close). A failure to look is reported (``journal.adopt_failed``) and tried again."""
+    interval = leases.ttl / 2
+    with scope:
+        while True:
+            await trio.sleep(interval)
+            try:
+                runs.resumed += await resume_unfinished(runs)
+            except Exception as exc:  # noqa: BLE001 - reported; the next tick retries
+                if isinstance(exc, ActorError) and exc.code is Code.ACTOR_STOPPED:
+                    return  # the journal or the runs closed
+                emit(
+                    JournalAdoptFailed(
+                        retry_in=interval, error=f"{type(exc).__name__}: {exc}"[:500]
+                    )
+                )
 
 
 def _seq_of(error: ActorError) -> int | None:

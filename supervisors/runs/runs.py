@@ -37,7 +37,7 @@ from supervisors.runs.graph import Node, Workflow
 from supervisors.runs.journaled import RunJournal, definition_of, limits_json
 from supervisors.runs.plan import Plan, inputs_of
 from supervisors.runs.progress import Progress
-from supervisors.runs.resume import resume_run, resume_unfinished
+from supervisors.runs.resume import adopt_forever, resume_run, resume_unfinished
 from supervisors.runs.run import Run, RunOutcome
 from supervisors.spec import ChildSpec, SupervisorSpec
 from supervisors.supervisor import Supervisor
@@ -101,6 +101,8 @@ async def open_runs(
             try:
                 if journal is not None and resume:
                     await runs._resume_unfinished()
+                    if journal.leases is not None:
+                        nursery.start_soon(adopt_forever, runs, journal.leases, runs._adopting)
                 yield runs
             finally:
                 # The tree's own cancel (an abort) first, then a cancel of a scope around.
@@ -201,7 +203,11 @@ class Runs:
         #: The workflows a resumed run is looked up in, by name.
         self.workflows: dict[str, Workflow] = {}
         #: The runs resumed when the block was entered.
+        #: The runs resumed from the journal: on entry, then (on a store with leases)
+        #: those taken over from daemons that died.
         self.resumed: tuple[Run, ...] = ()
+        self.not_resumed: set[str] = set()
+        self._adopting = trio.CancelScope()  # the take-over loop (a store with leases)
 
     async def start(
         self,
@@ -279,17 +285,26 @@ class Runs:
         )
         return await self._launch(run, plan, budget, None)
 
-    async def _launch(self, run: Run, plan: Plan, budget: Budget, resume: Progress | None) -> Run:
-        """Start the run's supervisor and its engine (see :meth:`start`)."""
+    async def _launch(
+        self,
+        run: Run,
+        plan: Plan,
+        budget: Budget,
+        resume: Progress | None,
+        *,
+        acquired: bool = False,
+    ) -> Run:
+        """Start the run's supervisor and its engine (see :meth:`start`). ``acquired``:
+        the caller has already taken the run on the journal (a resume does, before it
+        reads the run's records)."""
         run_id = run.run_id
         assert self._nursery is not None
         journaled = run.journaled
         if journaled is not None:
-            # One engine per run per journal, even across several open_runs blocks.
-            if not journaled.journal.claim(run_id):
-                raise ActorError.from_code(
-                    Code.NAME_TAKEN, f"run {run_id!r} is running on this journal"
-                )
+            # One engine per run per journal, even across several open_runs blocks — and
+            # per database, across daemons, on a store with leases.
+            if not acquired:
+                await journaled.journal.acquire(run_id)
             journaled.budget = lambda: [budget.tokens, budget.cost, budget.turns]
         try:
             return await self._launch_claimed(run, plan, budget, resume)
@@ -399,6 +414,7 @@ class Runs:
         """Start no more runs; cancel the live ones with ``reason``."""
         if self._closed is None:
             self._closed = reason
+        self._adopting.cancel(reason=reason)
         for run in list(self.live.values()):
             run.cancel(reason)
 

@@ -41,8 +41,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import StateDegraded, StateRecovered
-from actors.nursery import open_nursery_unwrapped
-from actors.observe import emit
+from actors.lowlevel import emit, open_nursery_unwrapped
 from supervisors.state import redis_scripts as lua
 from supervisors.state.base import (
     BreakerSnapshot,
