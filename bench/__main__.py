@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import (
     actor_bench,
+    fleet_bench,
     journal_bench,
     pool_bench,
     provider_bench,
@@ -36,6 +37,8 @@ BENCHMARKS = {
     "run_memory": run_bench.run_memory,
     "journal_append": journal_bench.journal_append,
     "run_resume": journal_bench.run_resume,
+    "redis_limiter": fleet_bench.redis_limiter,
+    "pg_journal_append": fleet_bench.pg_journal_append,
 }
 
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"

@@ -88,6 +88,9 @@ class RateLimiter:
     ) -> None:
         self.state: StateBackend = state if state is not None else MemoryState()
         self._local = self.state if isinstance(self.state, MemoryState) else None
+        # A backend whose reserve always yields to the scheduler (a network round trip;
+        # RedisState yields in degraded mode too) needs no extra yield per acquire.
+        self._yields = bool(getattr(self.state, "reserve_yields", False))
         self._specs = {key: limit.specs(key) for key, limit in limits.items()}
         self._token_bucket = {
             key: f"{key}:tokens" for key, specs in self._specs.items() if f"{key}:tokens" in specs
@@ -187,7 +190,8 @@ class RateLimiter:
         permit once taken is always returned)."""
         await trio.lowlevel.checkpoint_if_cancelled()
         outcome = await self.acquire_or_refuse(key, tokens=tokens, deadline=deadline)
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        if not self._yields:  # a backend whose reserve yields has done it
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if isinstance(outcome, ActorError):
             raise outcome
         return outcome

@@ -41,6 +41,13 @@ async def raw(redis: RedisServer) -> AsyncIterator[coredis.Redis[str]]:
         yield client
 
 
+async def level_of(client: coredis.Redis[str], key: str) -> float:
+    """A bucket's stored level (``"<level> <time>"``)."""
+    value = await client.get(key)
+    assert value is not None, key
+    return float(value.split()[0])
+
+
 async def test_a_breaker_opened_by_one_replica_refuses_on_every_other(replica: Open) -> None:
     async with replica() as one, replica() as two:
         first, second = Breaker(state=one), Breaker(state=two)
@@ -175,7 +182,7 @@ async def test_a_bucket_grants_its_capacity_then_refuses_without_taking(
         async with raw(redis) as client:
             keys = sorted(await client.keys("*"))
             assert keys == ["ra:{alpha}:requests", "ra:{alpha}:tokens"]
-            tokens = float(await client.hget("ra:{alpha}:tokens", "l"))
+            tokens = await level_of(client, "ra:{alpha}:tokens")
             assert 500.0 <= tokens < 501.0  # the refusal took nothing
             assert 0 < await client.pttl("ra:{alpha}:tokens") <= 31_000  # expires when full
             assert hash_slot(keys[0].encode()) == hash_slot(keys[1].encode())
@@ -192,20 +199,20 @@ async def test_a_reservation_waits_and_a_cancelled_wait_gives_back_exactly(
         assert second.granted and 0.04 < second.wait <= 0.05
         refused = await one.reserve({"k:tokens": 5.0}, spec, now=0.0, max_wait=0.01)
         assert not refused.granted and 0.09 < refused.wait <= 0.1
-        level = float(await client.hget("ra:{k}:tokens", "l"))
+        level = await level_of(client, "ra:{k}:tokens")
         assert -5.0 <= level < -4.0  # the refusal took nothing
         await one.refund({"k:tokens": 1000.0}, spec, now=0.0)
-        assert float(await client.hget("ra:{k}:tokens", "l")) == 10.0  # capped
+        assert await level_of(client, "ra:{k}:tokens") == 10.0  # capped
 
         limiter = RateLimiter({"w": RateLimit(tokens_per_minute=60)}, state=one)
         await limiter.acquire("w", tokens=60)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(limiter.acquire, "w", tokens=30))  # 30 s
             await trio.sleep(0.1)
-            level = float(await client.hget("ra:{w}:tokens", "l"))
+            level = await level_of(client, "ra:{w}:tokens")
             assert -30.0 <= level < -29.0  # reserved, waiting
             nursery.cancel_scope.cancel()
-        level = float(await client.hget("ra:{w}:tokens", "l"))
+        level = await level_of(client, "ra:{w}:tokens")
         assert 0.0 <= level < 0.5  # what it reserved came back (plus the refill)
 
 

@@ -29,6 +29,7 @@ at their TTL and buckets refill at their rate (a bucket's key expires once full)
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import secrets
@@ -77,6 +78,10 @@ class RedisState:
     """:class:`~supervisors.state.StateBackend` shared through Redis (see the module
     docstring). Create it with :func:`open_redis_state`."""
 
+    #: :meth:`reserve` always yields to the scheduler (a round trip, or a checkpoint in
+    #: degraded mode): the rate limiter adds no yield of its own after it.
+    reserve_yields = True
+
     def __init__(
         self,
         client: Any,
@@ -105,8 +110,10 @@ class RedisState:
         self.usage_ttl = math.ceil(usage_ttl)
         #: This replica's name as a probe-lease holder.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        # name -> (source, SHA1): run with EVALSHA, loaded on the first NOSCRIPT (a new or
+        # restarted server, a flushed script cache).
         self._scripts = {
-            name: client.register_script(getattr(lua, name))
+            name: (getattr(lua, name), hashlib.sha1(getattr(lua, name).encode()).hexdigest())
             for name in (
                 "BREAKER_ADMIT",
                 "BREAKER_SUCCESS",
@@ -123,6 +130,8 @@ class RedisState:
         self._degraded_at = 0.0
         self._wake = trio.Event()
         self._levels: dict[str, float] = {}  # bucket -> level last seen in Redis
+        # (bucket, spec) -> (its Redis key, capacity and rate as script arguments)
+        self._bucket_args: dict[tuple[str, BucketSpec], tuple[str, str, str]] = {}
         self._usage: dict[str, tuple[int, float, int]] = {}  # run -> totals last seen
         # run -> increments counted locally, with their ids: added to Redis on recovery
         self._pending: dict[str, list[tuple[str, int, float, int]]] = {}
@@ -158,15 +167,27 @@ class RedisState:
 
         Shielded and bounded by ``timeout``: a caller's cancel takes effect after it."""
         if self.degraded:
+            await trio.lowlevel.cancel_shielded_checkpoint()  # see ``reserve_yields``
             return None
         error = "timeout"
-        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + self.timeout):
             try:
-                return await self._scripts[script](keys=list(keys), args=list(args))
+                return await self._run(script, keys, args)
             except _redis_errors() as exc:
                 error = f"{type(exc).__name__}: {exc}"
         self._degrade(operation, error)
         return None
+
+    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """``EVALSHA``; on ``NOSCRIPT``, load the script and run it again (once)."""
+        source, sha = self._scripts[script]
+        try:
+            return await self.client.evalsha(sha, keys=keys, args=args)
+        except _no_script() as exc:
+            loaded = await self.client.script_load(source)
+            if loaded != sha:  # pragma: no cover - a server hashing otherwise
+                raise RuntimeError(f"Redis loaded {script} as {loaded}, not {sha}") from exc
+            return await self.client.evalsha(sha, keys=keys, args=args)
 
     def _degrade(self, operation: str, error: str) -> None:
         if self.degraded:
@@ -241,11 +262,12 @@ class RedisState:
         self, run_id: str, increment: str, tokens: int, cost: float, turns: int
     ) -> Any:
         """One increment, sent directly (also while degraded); ``None`` on failure."""
-        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + self.timeout):
             try:
-                return await self._scripts["ADD_USAGE"](
-                    keys=self._usage_keys(run_id),
-                    args=[tokens, repr(cost), turns, self.usage_ttl, increment],
+                return await self._run(
+                    "ADD_USAGE",
+                    self._usage_keys(run_id),
+                    [tokens, repr(cost), turns, self.usage_ttl, increment],
                 )
             except _redis_errors():
                 return None
@@ -382,6 +404,26 @@ class RedisState:
 
     # --- token buckets ---------------------------------------------------------------
 
+    def _buckets(
+        self, amounts: Mapping[str, float], specs: Mapping[str, BucketSpec], args: list[Any]
+    ) -> list[str]:
+        """The Redis keys of ``amounts``' buckets; appends amount, capacity and rate of
+        each to ``args``."""
+        keys = []
+        cache = self._bucket_args
+        for bucket, amount in amounts.items():
+            spec = specs[bucket]
+            known = cache.get((bucket, spec))
+            if known is None:
+                known = cache[bucket, spec] = (
+                    self._bucket_key(bucket),
+                    repr(spec.capacity),
+                    repr(spec.rate),
+                )
+            keys.append(known[0])
+            args += (repr(amount), known[1], known[2])
+        return keys
+
     async def reserve(
         self,
         amounts: Mapping[str, float],
@@ -390,27 +432,22 @@ class RedisState:
         now: float,
         max_wait: float | None,
     ) -> Reservation:
-        buckets = list(amounts)
         args: list[Any] = ["" if max_wait is None else repr(max_wait)]
-        for bucket in buckets:
-            spec = specs[bucket]
-            args += [repr(amounts[bucket]), repr(spec.capacity), repr(spec.rate)]
-        reply = await self._call("reserve", "RESERVE", [self._bucket_key(b) for b in buckets], args)
+        keys = self._buckets(amounts, specs, args)
+        reply = await self._call("reserve", "RESERVE", keys, args)
         if reply is None:
             return await self.local.reserve(amounts, self._share(specs), now=now, max_wait=max_wait)
-        for bucket, level in zip(buckets, reply[2:], strict=True):
-            self._levels[bucket] = float(level)
+        levels = self._levels
+        for bucket, level in zip(amounts, reply[2:], strict=True):
+            levels[bucket] = float(level)
         return Reservation(bool(reply[0]), float(reply[1]))
 
     async def refund(
         self, amounts: Mapping[str, float], specs: Mapping[str, BucketSpec], *, now: float
     ) -> None:
-        buckets = list(amounts)
         args: list[Any] = []
-        for bucket in buckets:
-            spec = specs[bucket]
-            args += [repr(amounts[bucket]), repr(spec.capacity), repr(spec.rate)]
-        reply = await self._call("refund", "REFUND", [self._bucket_key(b) for b in buckets], args)
+        keys = self._buckets(amounts, specs, args)
+        reply = await self._call("refund", "REFUND", keys, args)
         if reply is None:
             await self.local.refund(amounts, self._share(specs), now=now)
 
@@ -440,6 +477,12 @@ class RedisState:
 
 def _totals(reply: Sequence[Any]) -> tuple[int, float, int]:
     return int(reply[0]), float(reply[1]), int(reply[2])
+
+
+def _no_script() -> type[BaseException]:
+    import coredis.exceptions
+
+    return coredis.exceptions.NoScriptError
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
@@ -477,7 +520,7 @@ async def open_redis_state(
         )
     _positive("timeout", timeout)
     client = coredis.Redis.from_url(
-        url, decode_responses=True, connect_timeout=timeout, stream_timeout=timeout
+        url, decode_responses=True, connect_timeout=timeout
     )
     state = RedisState(
         client,

@@ -9,9 +9,10 @@ Conventions shared by every script:
   clean), ``f`` failures, ``s`` probe successes, ``pa`` the probe time, ``lu`` the end of
   the probe lease, ``lh`` the lease holder, ``code``, ``cd`` cooldown, ``perm`` (``1`` =
   open until reset);
-* a token bucket is a hash: ``l`` level, ``u`` the time it was last brought up to date.
-  It expires when it would have refilled to capacity, so an idle or abandoned bucket
-  (a reservation whose caller died) leaves nothing behind: a missing bucket is full;
+* a token bucket is a string ``"<level> <time>"``: its level at the time it was last
+  brought up to date. It expires when it would have refilled to capacity, so an idle or
+  abandoned bucket (a reservation whose caller died) leaves nothing behind: a missing
+  bucket is full;
 * budget usage is a hash: ``t`` tokens, ``c`` cost, ``n`` turns, kept ``ttl`` seconds,
   beside the set of the increment ids already applied (each increment is applied once).
 """
@@ -116,9 +117,10 @@ return st
 
 _REFILL: Final = """
 local function level_of(key, cap, rate, now)
-  local v = redis.call('HMGET', key, 'l', 'u')
-  if not v[1] then return cap end
-  local level, u = tonumber(v[1]), tonumber(v[2])
+  local v = redis.call('GET', key)
+  if not v then return cap end
+  local sep = string.find(v, ' ', 1, true)
+  local level, u = tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
   if now > u then
     level = level + (now - u) * rate
     if level > cap then level = cap end
@@ -126,11 +128,11 @@ local function level_of(key, cap, rate, now)
   return level
 end
 local function store(key, level, cap, rate, now)
-  redis.call('HSET', key, 'l', tostring(level), 'u', tostring(now))
+  local value = string.format('%.17g %.17g', level, now)
   if rate > 0 then
-    redis.call('PEXPIRE', key, math.ceil(((cap - level) / rate + 1) * 1000))
+    redis.call('SET', key, value, 'PX', math.ceil(((cap - level) / rate + 1) * 1000))
   else
-    redis.call('PERSIST', key)
+    redis.call('SET', key, value)
   end
 end
 """
