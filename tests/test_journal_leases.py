@@ -5,6 +5,7 @@ stale owner's next write is fenced off (``lease_lost``). Real time throughout.""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -123,3 +124,28 @@ async def test_a_hung_daemon_is_taken_over_and_its_late_write_fenced_off(
     assert completed == ["first", "slow", "last"]
     assert [r.seq for r in records] == list(range(len(records)))
     assert names[-1] == ("run:completed", None)
+
+
+@pytest.mark.parametrize("ttl", [0, -1.0, math.nan, math.inf, True, "30"])
+async def test_a_bad_lease_ttl_is_input_validation(ttl: object) -> None:
+    from actors.journal import MemoryStore
+
+    with pytest.raises(
+        ActorError, match=r"^\[input_validation\] Journal: lease_ttl must be finite seconds > 0$"
+    ):
+        async with open_journal(MemoryStore(), lease_ttl=ttl):  # type: ignore[arg-type]
+            pytest.fail("opened")
+
+
+async def test_a_store_without_leases_has_no_lease_machinery() -> None:
+    from actors.journal import MemoryStore
+
+    async with open_journal(MemoryStore()) as journal:
+        assert journal.leases is None
+        await journal.acquire("r")
+        with pytest.raises(
+            ActorError, match=r"^\[name_taken\] run 'r' is running on this journal$"
+        ):
+            await journal.acquire("r")
+        journal.release("r")
+        await journal.acquire("r")  # given back: taken again

@@ -268,3 +268,12 @@ async def test_an_error_in_the_block_comes_out_unwrapped(replica: Open) -> None:
     with pytest.raises(KeyError, match="mine"):
         async with replica():
             raise KeyError("mine")
+
+
+async def test_an_infinite_max_wait_is_no_limit(replica: Open) -> None:
+    spec = {"k:tokens": BucketSpec(capacity=10.0, rate=1.0)}
+    async with replica() as one:
+        assert (await one.reserve({"k:tokens": 10.0}, spec, now=0.0, max_wait=math.inf)).granted
+        waited = await one.reserve({"k:tokens": 5.0}, spec, now=0.0, max_wait=math.inf)
+        assert waited.granted and 4.9 < waited.wait <= 5.0
+        assert not one.degraded  # a bad argument never looks like Redis failing

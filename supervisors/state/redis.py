@@ -432,7 +432,9 @@ class RedisState:
         now: float,
         max_wait: float | None,
     ) -> Reservation:
-        args: list[Any] = ["" if max_wait is None else repr(max_wait)]
+        # No limit (None, or an infinite one: Lua reads no "inf") is an empty argument.
+        no_limit = max_wait is None or not math.isfinite(max_wait)
+        args: list[Any] = ["" if no_limit else repr(max_wait)]
         keys = self._buckets(amounts, specs, args)
         reply = await self._call("reserve", "RESERVE", keys, args)
         if reply is None:
