@@ -521,9 +521,7 @@ async def open_redis_state(
             Code.CONFIG_INVALID, "redis state: url must be a redis://, rediss:// or unix:// URL"
         )
     _positive("timeout", timeout)
-    client = coredis.Redis.from_url(
-        url, decode_responses=True, connect_timeout=timeout
-    )
+    client = coredis.Redis.from_url(url, decode_responses=True, connect_timeout=timeout)
     state = RedisState(
         client,
         replicas=replicas,
