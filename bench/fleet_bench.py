@@ -29,7 +29,7 @@ import trio
 
 from actors.journal import Entry, PostgresStore, open_journal
 from bench.common import Row, logs_to_null
-from bench.journal_bench import PER_RUN, RUNS, _entries
+from bench.journal_bench import PER_RUN, RUNS, _entries, append_all
 from supervisors import RateLimit, RateLimiter
 from supervisors.state import open_redis_state
 from supervisors.state.redis_scripts import TRIVIAL
@@ -108,17 +108,7 @@ async def _journal(dsn: str, entries: list[list[Entry]]) -> float:
     async with open_journal(store) as journal:
         for mine in entries:
             await journal.acquire(mine[0].run_id)
-
-        async def appender(mine: list[Entry]) -> None:
-            for entry in mine:
-                await journal.append(entry)
-
-        start = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            for mine in entries:
-                nursery.start_soon(appender, mine)
-        elapsed = time.perf_counter() - start
-    return RUNS * PER_RUN / elapsed
+        return await append_all(journal, entries)
 
 
 def _raw_inserts(dsn: str, entries: list[list[Entry]]) -> float:

@@ -14,7 +14,8 @@ from supervisors.state.base import (
     Transition,
 )
 from supervisors.state.memory import MemoryState
-from supervisors.state.redis import RedisState, open_redis_state
+from supervisors.state.redis import RedisState
+from supervisors.state.redis_open import open_redis_state
 
 __all__ = [
     "BreakerSnapshot",

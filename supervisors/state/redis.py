@@ -34,15 +34,14 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import trio
 
 from actors import ActorError, Code
 from actors.events import StateDegraded, StateRecovered
-from actors.lowlevel import emit, open_nursery_unwrapped
+from actors.lowlevel import emit
 from supervisors.state import redis_scripts as lua
 from supervisors.state.base import (
     BreakerSnapshot,
@@ -60,7 +59,7 @@ _SUFFIXES: Final = (":requests", ":tokens")
 _TRANSIENT: Final = (OSError, EOFError)
 
 
-def _positive(name: str, value: object, *, integer: bool = False) -> None:
+def positive(name: str, value: object, *, integer: bool = False) -> None:
     kinds: Any = int if integer else (int, float)
     if (
         isinstance(value, bool)
@@ -76,7 +75,7 @@ def _positive(name: str, value: object, *, integer: bool = False) -> None:
 
 class RedisState:
     """:class:`~supervisors.state.StateBackend` shared through Redis (see the module
-    docstring). Create it with :func:`open_redis_state`."""
+    docstring). Create it with :func:`~supervisors.state.open_redis_state`."""
 
     #: :meth:`reserve` always yields to the scheduler (a round trip, or a checkpoint in
     #: degraded mode): the rate limiter adds no yield of its own after it.
@@ -92,10 +91,10 @@ class RedisState:
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         usage_ttl: float = DEFAULT_USAGE_TTL,
     ) -> None:
-        _positive("replicas", replicas, integer=True)
-        _positive("timeout", timeout)
-        _positive("retry_interval", retry_interval)
-        _positive("usage_ttl", usage_ttl)
+        positive("replicas", replicas, integer=True)
+        positive("timeout", timeout)
+        positive("retry_interval", retry_interval)
+        positive("usage_ttl", usage_ttl)
         if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}"):
             raise ActorError.from_code(
                 Code.CONFIG_INVALID,
@@ -491,57 +490,3 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
     import coredis.exceptions
 
     return (coredis.exceptions.RedisError, *_TRANSIENT)
-
-
-@asynccontextmanager
-async def open_redis_state(
-    url: str = "redis://127.0.0.1:6379/0",
-    *,
-    replicas: int,
-    namespace: str = "ra",
-    timeout: float = DEFAULT_TIMEOUT,
-    retry_interval: float = DEFAULT_RETRY_INTERVAL,
-    usage_ttl: float = DEFAULT_USAGE_TTL,
-) -> AsyncIterator[RedisState]:
-    """A :class:`RedisState` on the server at ``url``, with its recovery task running.
-
-    ``replicas``: how many daemons share the limits (each takes ``1/replicas`` of them
-    while Redis is unreachable). Redis need not be up when this opens: the first
-    operation that cannot reach it starts in degraded mode. Bad arguments raise
-    ``config_invalid`` naming the argument; nothing is left open.
-    """
-    try:
-        import coredis
-    except ImportError as exc:  # pragma: no cover - the extra is a dev dependency
-        raise ActorError.from_code(
-            Code.CONFIG_INVALID, "redis state: install the 'redis' extra (coredis)"
-        ) from exc
-    if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ActorError.from_code(
-            Code.CONFIG_INVALID, "redis state: url must be a redis://, rediss:// or unix:// URL"
-        )
-    _positive("timeout", timeout)
-    client = coredis.Redis.from_url(url, decode_responses=True, connect_timeout=timeout)
-    state = RedisState(
-        client,
-        replicas=replicas,
-        namespace=namespace,
-        timeout=timeout,
-        retry_interval=retry_interval,
-        usage_ttl=usage_ttl,
-    )
-    async with open_nursery_unwrapped() as nursery:
-        await nursery.start(_hold, client)
-        nursery.start_soon(state._recover)
-        try:
-            yield state
-        finally:
-            nursery.cancel_scope.cancel(reason="redis state closed")
-
-
-async def _hold(client: Any, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Keep coredis's connection pool open (its task group lives in this task, so the
-    errors of the block that uses the state are not wrapped by it)."""
-    async with client:
-        task_status.started()
-        await trio.sleep_forever()
