@@ -12,11 +12,14 @@ keyed ``(run_id, seq)`` with ``ON CONFLICT DO NOTHING``.
 journal at a time through a lease row: its holder, a fencing token and an expiry on the
 *database* clock (``clock_timestamp()``; replicas' clocks do not matter). A lease is
 taken when it is free, expired, or already the taker's; each take bumps the token.
-Every write checks, in its own transaction and under a share lock of the lease rows,
-that each run it writes for is still leased with the writer's token: a run whose lease
-was taken over is *fenced* — nothing of it is written, and :meth:`PostgresStore.write`
-returns its id (the rest of the batch is written). So two replicas never both append
-to one run, even when the first one wakes up from a long pause.
+Every write checks, in its own transaction, that each run it writes for is still leased
+with the writer's token: a run whose lease was taken over is *fenced* — nothing of it is
+written, and :meth:`PostgresStore.write` returns its id (the rest of the batch is
+written). Each take-over bumps a one-row epoch under its row lock, and every write
+share-locks that row first, so a take-over and a write never interleave, and the runs
+are compared with their lease rows only when the epoch moved since they were last found
+valid. So two replicas never both append to one run, even when the first one wakes up
+from a long pause.
 """
 
 from __future__ import annotations
@@ -64,7 +67,18 @@ _SCHEMA: Final = (
         token BIGINT NOT NULL,
         expires TIMESTAMPTZ NOT NULL
     )""",
+    # One row: bumped by every take-over of an existing lease (see PostgresStore.write).
+    "CREATE TABLE IF NOT EXISTS journal_epoch (id INT PRIMARY KEY, epoch BIGINT NOT NULL)",
+    "INSERT INTO journal_epoch VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
 )
+
+_TABLES: Final = ("journal_runs", "journal_events", "journal_checkpoints")
+
+#: How many (run, fence) checks a store remembers (one per run it writes for).
+_VERIFIED_MAX: Final = 10_000
+
+#: A write's first statement when it writes for leased runs: the epoch, share-locked.
+_EPOCH: Final = "SELECT epoch FROM journal_epoch WHERE id = 1 FOR SHARE"
 
 _TAKE: Final = (
     "INSERT INTO journal_leases (run_id, holder, token, expires)"
@@ -102,6 +116,8 @@ class PostgresStore:
                 f"cannot connect to the journal database ({type(exc).__name__})",
                 cause=exc,
             ) from exc
+        # (run, (holder, token)) -> the epoch at which its lease was found to be that.
+        self._verified: dict[tuple[str, tuple[str, int]], int] = {}
         try:
             with self._db.transaction():
                 for statement in _SCHEMA:
@@ -118,34 +134,60 @@ class PostgresStore:
 
     def write(self, batch: Batch) -> frozenset[str]:
         """Write ``batch`` in one transaction, except the runs it fences (see the module
-        docstring): their ids are returned, and nothing of theirs is written."""
+        docstring): their ids are returned, and nothing of theirs is written.
+
+        The check is cheap when nothing was taken over: every take-over of a lease bumps
+        the one-row epoch, under its row lock. A write share-locks that row (a take-over
+        waits for the write in progress, a write for the take-over committing) and reads
+        the epoch; each run is compared with its lease row only when it was not already
+        found valid, with the same token, at this epoch."""
         db = self.db
-        tables = ("journal_runs", "journal_events", "journal_checkpoints")
         with db.transaction(), db.cursor() as cursor:
             fenced: frozenset[str] = frozenset()
             if batch.fences:
-                cursor.execute(
-                    "SELECT run_id, holder, token FROM journal_leases"
-                    " WHERE run_id = ANY(%s) FOR SHARE",
-                    (list(batch.fences),),
-                )
-                held = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
-                fenced = frozenset(
-                    run_id
-                    for run_id, (holder, token) in batch.fences.items()
-                    if held.get(run_id) != (holder, token)
-                )
+                cursor.execute(_EPOCH)
+                row = cursor.fetchone()
+                epoch = int(row[0]) if row else -1
+                verified = self._verified
+                if len(verified) > _VERIFIED_MAX:  # bounded: what is dropped is checked again
+                    verified.clear()
+                unchecked = {
+                    run: fence
+                    for run, fence in batch.fences.items()
+                    if verified.get((run, fence)) != epoch
+                }
+                if unchecked:
+                    cursor.execute(
+                        "SELECT run_id, holder, token FROM journal_leases WHERE run_id = ANY(%s)",
+                        (list(unchecked),),
+                    )
+                    held = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
+                    fenced = frozenset(
+                        run for run, fence in unchecked.items() if held.get(run) != fence
+                    )
+                    for run, fence in unchecked.items():
+                        if run not in fenced:
+                            verified[run, fence] = epoch
                 if fenced:
                     batch = batch.without(fenced)
-            for sql, rows in write_statements(batch, "%s", tables):
+            for sql, rows in write_statements(batch, "%s", _TABLES):
                 cursor.executemany(sql, rows)
         return fenced
 
     def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
         """Lease ``run_id`` to ``holder`` for ``ttl`` seconds of the database's clock:
-        the new fencing token, or ``None`` while another holder's lease runs."""
-        rows = self._rows(_TAKE, run_id, holder, ttl)
-        return int(rows[0][0]) if rows else None
+        the new fencing token, or ``None`` while another holder's lease runs. Taking an
+        existing lease over bumps the epoch in the same transaction."""
+        db = self.db
+        with db.transaction(), db.cursor() as cursor:
+            cursor.execute(_TAKE, (run_id, holder, ttl))
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            token = int(row[0])
+            if token > 1:
+                cursor.execute("UPDATE journal_epoch SET epoch = epoch + 1 WHERE id = 1")
+        return token
 
     def renew_leases(self, holder: str, tokens: dict[str, int], ttl: float) -> set[str]:
         """Extend ``holder``'s leases that still carry these tokens; the runs renewed."""
