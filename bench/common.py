@@ -7,11 +7,13 @@ import os
 import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from actors import configure_logging
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -82,6 +84,18 @@ def paired_median(
         statistics.median(our for _, our in times),
         ratio,
     )
+
+
+def without_gc(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` with the garbage collector run first and paused during the call, as
+    :func:`best_pair` measures (a full collection scans the whole heap the earlier
+    benchmarks of the process left, and says nothing about the code measured)."""
+    gc.collect()
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        gc.enable()
 
 
 @contextmanager

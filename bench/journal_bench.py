@@ -8,7 +8,8 @@
   batches of 100 rows (``BEGIN IMMEDIATE`` … ``COMMIT``, the same ``INSERT … ON
   CONFLICT DO NOTHING``, the rows made from the entries as the batch is written) — what
   the writer would do with no trio, no queue and no waiters. Ratio = our appends/s ÷
-  raw rows/s, target ``>= 0.7``; best of 5 rounds each, taken in turns. The note gives
+  raw rows/s, target ``>= 0.7``; best of 5 rounds each, taken in turns, the garbage
+  collector paused during each (``without_gc``). The note gives
   the mean batch the writer actually committed.
 * ``run_resume``: the time ``runs.resume`` takes for a run of ~1,000 journalled records
   (a loop of 500 steps, then paused on an approval; its checkpoint is the last
@@ -30,7 +31,7 @@ import trio
 
 from actors.events import NodeCompleted
 from actors.journal import Batch, Entry, Journal, SqliteStore, entry_of, open_journal
-from bench.common import Row, logs_to_null
+from bench.common import Row, logs_to_null, without_gc
 from supervisors import SupervisorSpec, open_tree
 from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_runs
 
@@ -127,8 +128,8 @@ def journal_append() -> list[Row]:
     try:
         with logs_to_null():
             for _ in range(ROUNDS):
-                raw.append(_raw(folder, entries))
-                rate, batch = trio.run(_ours, folder, entries)
+                raw.append(without_gc(_raw, folder, entries))
+                rate, batch = without_gc(trio.run, _ours, folder, entries)
                 ours.append(rate)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
