@@ -47,6 +47,7 @@ from actors.journal.store import (
     RunEnding,
     RunHeader,
 )
+from actors.journal.thread import StoreThread
 from actors.observe import emit
 
 #: Seconds before the k-th retry of a failed write (the last one repeats).
@@ -148,6 +149,7 @@ class Journal:
                 Code.INPUT_VALIDATION, "Journal: lease_ttl must be finite seconds > 0"
             )
         self.store = store
+        self._thread = StoreThread()  # the store's calls, unless it is inline
         #: The runs this journal leases, for a store several daemons write to.
         self.leases = (
             Leases(cast(LeaseStore, store), float(lease_ttl))
@@ -279,7 +281,7 @@ class Journal:
             await trio.lowlevel.checkpoint()
             return fn(*args)
         async with self._lock:
-            return await trio.to_thread.run_sync(fn, *args)
+            return await self._thread.run(fn, *args)
 
     async def prune(self, older_than: float) -> int:
         """Delete the runs that ended more than ``older_than`` seconds ago (wall clock),
@@ -367,7 +369,7 @@ class Journal:
             with trio.CancelScope(shield=True):  # a write in a thread is not abandoned
                 # The batch is built in the worker thread too: the trio thread is what
                 # the appenders wake up in, and it has nothing else to do meanwhile.
-                await trio.to_thread.run_sync(self._store_batch, batch)
+                await self._thread.run(self._store_batch, batch)
 
     def _store_batch(self, batch: list[_Item]) -> None:
         """One transaction of ``batch``'s content (none for flush markers alone)."""
@@ -452,6 +454,10 @@ async def open_journal(
         store = await trio.to_thread.run_sync(SqliteStore, store)
     try:
         journal = Journal(store, delays=delays, threshold=threshold, lease_ttl=lease_ttl)
+    except BaseException:
+        store.close()
+        raise
+    try:
         writer = trio.CancelScope(shield=True)
         stopped = trio.Event()
         async with trio.open_nursery() as nursery:
@@ -469,4 +475,5 @@ async def open_journal(
                 nursery.cancel_scope.cancel(reason="journal closed")
                 journal._closed = True
     finally:
+        journal._thread.close()
         store.close()
