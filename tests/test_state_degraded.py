@@ -161,3 +161,27 @@ async def test_a_cancel_during_a_hung_round_trip_takes_effect_after_the_timeout(
             assert state.degraded
         finally:
             redis.resume()
+
+
+async def test_only_the_most_recent_runs_totals_are_remembered(
+    redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import supervisors.state.redis as backend
+
+    monkeypatch.setattr(backend, "_USAGE_KEPT", 2)  # a bounded memory, made tiny
+    async with open_redis_state(redis.url, replicas=2, timeout=0.2, retry_interval=0.1) as state:
+        await state.add_usage("r1", tokens=10, cost=0.0, turns=0)
+        await state.add_usage("r2", tokens=5, cost=0.0, turns=0)
+        await state.add_usage("r3", tokens=7, cost=0.0, turns=0)
+        redis.pause()
+        try:
+            # r1 was forgotten (least recently used): while degraded it counts from 0;
+            # r2 goes on from what was seen.
+            assert await state.add_usage("r2", tokens=1, cost=0.0, turns=0) == (6, 0.0, 0)
+            assert await state.add_usage("r1", tokens=1, cost=0.0, turns=0) == (1, 0.0, 0)
+        finally:
+            redis.resume()
+        await until(lambda: not state.degraded)
+        # Nothing was lost in Redis: both increments were added on recovery.
+        assert await state.add_usage("r1", tokens=0, cost=0.0, turns=0) == (11, 0.0, 0)
+        assert await state.add_usage("r2", tokens=0, cost=0.0, turns=0) == (6, 0.0, 0)

@@ -55,6 +55,9 @@ from supervisors.state.memory import MemoryState
 DEFAULT_TIMEOUT: Final = 0.5
 DEFAULT_RETRY_INTERVAL: Final = 1.0
 DEFAULT_USAGE_TTL: Final = 7 * 24 * 3600
+#: Runs whose budget totals a replica remembers for degraded mode (least recently used
+#: forgotten first): a long-lived daemon's memory stays bounded.
+_USAGE_KEPT: Final = 10_000
 _SUFFIXES: Final = (":requests", ":tokens")
 _TRANSIENT: Final = (OSError, EOFError)
 
@@ -113,16 +116,7 @@ class RedisState:
         # restarted server, a flushed script cache).
         self._scripts = {
             name: (getattr(lua, name), hashlib.sha1(getattr(lua, name).encode()).hexdigest())
-            for name in (
-                "BREAKER_ADMIT",
-                "BREAKER_SUCCESS",
-                "BREAKER_FAILURE",
-                "BREAKER_RELEASE",
-                "BREAKER_RESET",
-                "RESERVE",
-                "REFUND",
-                "ADD_USAGE",
-            )
+            for name in lua.NAMES
         }
         self.local = MemoryState()  # degraded mode's state
         self.degraded = False
@@ -252,7 +246,7 @@ class RedisState:
                 reply = await self._add_usage(run_id, *increments[0])
                 if reply is None:
                     return None
-                self._usage[run_id] = _totals(reply)
+                self._seen(run_id, _totals(reply))
                 increments.pop(0)
             del self._pending[run_id]
         return len(runs)
@@ -465,14 +459,21 @@ class RedisState:
             [tokens, repr(cost), turns, self.usage_ttl, increment],
         )
         if reply is not None:
-            totals = self._usage[run_id] = _totals(reply)
-            return totals
+            return self._seen(run_id, _totals(reply))
         # Not known to be applied (refused, or no answer in time): counted here, and sent
         # again with the same id on recovery — applied once either way.
         self._pending.setdefault(run_id, []).append((increment, tokens, cost, turns))
         seen = self._usage.get(run_id, (0, 0.0, 0))
-        totals = (seen[0] + tokens, seen[1] + cost, seen[2] + turns)
-        self._usage[run_id] = totals
+        return self._seen(run_id, (seen[0] + tokens, seen[1] + cost, seen[2] + turns))
+
+    def _seen(self, run_id: str, totals: tuple[int, float, int]) -> tuple[int, float, int]:
+        """Remember a run's latest totals: the most recently used ``_USAGE_KEPT`` runs
+        (degraded mode goes on from them)."""
+        usage = self._usage
+        usage.pop(run_id, None)
+        usage[run_id] = totals
+        if len(usage) > _USAGE_KEPT:
+            del usage[next(iter(usage))]
         return totals
 
 

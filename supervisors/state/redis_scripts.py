@@ -203,5 +203,17 @@ local v = redis.call('HMGET', k, 't', 'c', 'n')
 return {v[1] or '0', v[2] or '0', v[3] or '0'}
 """
 
+#: The scripts the backend runs.
+NAMES: Final = (
+    "BREAKER_ADMIT",
+    "BREAKER_SUCCESS",
+    "BREAKER_FAILURE",
+    "BREAKER_RELEASE",
+    "BREAKER_RESET",
+    "RESERVE",
+    "REFUND",
+    "ADD_USAGE",
+)
+
 #: A trivial script: the baseline of the ``redis_limiter`` benchmark.
 TRIVIAL: Final = "return 1"
