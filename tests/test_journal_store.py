@@ -555,6 +555,12 @@ def test_postgres_leases_one_holder_at_a_time_on_the_database_clock(
                     fences={"r": ("A", 2)} if store is one else {},
                 )
             )
+        # Verified once, r's records then go in guarded by the epoch alone; a batch sent
+        # again (a retry) stores nothing twice and fences nothing.
+        again = Batch(entries=[entry_of(completed("r", 5, x=0))], fences={"r": ("A", 2)})
+        assert one.write(again) == frozenset()
+        assert one.write(again) == frozenset()
+        assert [e.seq for e in one.entries("r")] == [0, 5]
         assert two.orphans() == ["s"]  # unfinished, never leased; r is held
         time.sleep(0.35)
         assert two.orphans() == ["r", "s"]  # r's lease expired
@@ -568,7 +574,7 @@ def test_postgres_leases_one_holder_at_a_time_on_the_database_clock(
             )
         )
         assert fenced == frozenset({"r"})
-        assert [e.seq for e in two.entries("r")] == [0]
+        assert [e.seq for e in two.entries("r")] == [0, 5]
         assert [e.seq for e in two.entries("s")] == [0, 1]
         assert one.renew_leases("A", {"r": 2}, 30.0) == set()
         # B writes for r with its token.
@@ -576,7 +582,7 @@ def test_postgres_leases_one_holder_at_a_time_on_the_database_clock(
             two.write(Batch(entries=[entry_of(completed("r", 1, x=2))], fences={"r": ("B", 3)}))
             == frozenset()
         )
-        assert [e.seq for e in one.entries("r")] == [0, 1]
+        assert [e.seq for e in one.entries("r")] == [0, 1, 5]
     finally:
         one.close()
         two.close()
