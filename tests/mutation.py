@@ -127,6 +127,12 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
     ),
     "actors/journal/writer.py": ("tests/test_journal_store.py", "tests/test_journal_runs.py"),
     "actors/journal/records.py": ("tests/test_journal_store.py",),
+    "actors/journal/leases.py": (
+        "tests/test_journal_leases_unit.py",
+        "tests/test_journal_leases.py",
+        "tests/test_journal_store.py",
+    ),
+    "actors/journal/thread.py": ("tests/test_journal_thread.py",),
     "actors/nodes/runner.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",

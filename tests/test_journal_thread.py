@@ -73,8 +73,13 @@ async def test_a_cancelled_caller_waits_for_its_call_to_end() -> None:
 
 async def test_after_close_calls_run_in_a_worker_thread() -> None:
     store_thread = StoreThread()
-    assert await store_thread.run(lambda: threading.current_thread().name) == "journal-store"
+    thread = await store_thread.run(threading.current_thread)
+    assert thread.name == "journal-store"
+    assert thread.daemon  # never keeps a process alive
     store_thread.close()
+    thread.join(timeout=5)
+    assert not thread.is_alive()  # close ended it
     store_thread.close()  # idempotent
     name = await store_thread.run(lambda: threading.current_thread().name)
     assert name != "journal-store"
+    assert await store_thread.run(divmod, 7, 2) == (3, 1)  # with its arguments
