@@ -94,7 +94,7 @@ def test_a_token_bucket_raced_by_four_replicas_admits_exactly_its_limit(
     # caller until its first refusal.
     admitted = fleet.together("tokens", redis)
     assert sum(admitted) == 1000, admitted
-    assert sum(share > 0 for share in admitted) >= 3, admitted  # they did race
+    assert sum(share > 0 for share in admitted) >= 2, admitted  # they did race
     assert fleet.all("tokens") == [0, 0, 0, 0]  # and nothing more in the window
 
 
