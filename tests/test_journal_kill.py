@@ -58,7 +58,12 @@ def _kill_after_start(process: subprocess.Popen[str], delay: float) -> None:
 
 def _finish(journal: Path | str, effects: Path) -> str:
     process = _child(journal, effects, "resume")
-    out, _ = process.communicate(timeout=60)
+    try:
+        out, _ = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()  # a resume that hangs fails the test and leaves no process behind
+        process.communicate()
+        raise
     assert process.returncode == 0, out
     return out
 
