@@ -149,3 +149,61 @@ async def test_a_store_without_leases_has_no_lease_machinery() -> None:
             await journal.acquire("r")
         journal.release("r")
         await journal.acquire("r")  # given back: taken again
+
+
+async def test_an_append_for_a_run_taken_over_is_refused_not_acknowledged(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.events import NodeCompleted, RunStarted
+    from actors.journal import entry_of
+
+    def node(seq: int) -> Any:
+        return entry_of(
+            NodeCompleted(
+                run_id="r",
+                seq=seq,
+                at=float(seq),
+                node_id="n",
+                execution=1,
+                attempt=1,
+                updates={},
+                next=(),
+                duration=0.0,
+            )
+        )
+
+    store_a = PostgresStore(postgres_dsn)
+    monkeypatch.setattr(store_a, "renew_leases", lambda *args: set())  # A renews nothing
+    async with open_journal(store_a, lease_ttl=0.3) as journal_a:
+        await journal_a.acquire("r")
+        await journal_a.append(
+            entry_of(RunStarted(run_id="r", seq=0, at=0.0, workflow="w", inputs={}, wall_time=0.0))
+        )
+        await journal_a.append(
+            entry_of(
+                RunStarted(run_id="other", seq=0, at=0.0, workflow="w", inputs={}, wall_time=0.0)
+            )
+        )
+        await trio.sleep(0.4)  # A's lease expired on the database's clock
+        store_b = PostgresStore(postgres_dsn)
+        try:
+            assert store_b.take_lease("r", "B", 30.0) == 2
+            with (
+                capture_events(JournalLeaseLost) as lost,
+                pytest.raises(
+                    ActorError,
+                    match=r"^\[lease_lost\] another daemon took this run over "
+                    r"\(its lease had expired\)$",
+                ),
+            ):
+                await journal_a.append(node(1))
+            assert [(e.run_id, e.token) for e in lost] == [("r", 1)]
+            await journal_a.append(
+                entry_of(
+                    RunStarted(run_id="free", seq=0, at=0.0, workflow="w", inputs={}, wall_time=0.0)
+                )
+            )  # a run this journal does not lease is never fenced
+            assert [e.seq for e in store_b.entries("r")] == [0]
+            assert [e.seq for e in store_b.entries("free")] == [0]
+        finally:
+            store_b.close()

@@ -27,6 +27,22 @@ Read = Callable[..., Awaitable[Any]]
 Item = TypeVar("Item")
 
 
+class Appended:
+    """The owner of an entry ``Journal.append`` queued for a run this journal leases: it
+    keeps the error that halted it (``lease_lost``) for the appender to raise."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: ActorError | None = None
+
+    def durable(self, seq: int) -> None:
+        """Nothing to do: the appender's waiters are told."""
+
+    def halted(self, error: ActorError) -> None:
+        self.error = error
+
+
 class Leases:
     """The leases of one journal: its holder name and the token of each run it holds."""
 

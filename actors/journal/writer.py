@@ -36,7 +36,7 @@ import trio
 
 from actors.errors import ActorError, Code
 from actors.events import JournalAppendFailed, JournalRecovered, JournalUnavailable
-from actors.journal.leases import Leases
+from actors.journal.leases import Appended, Leases
 from actors.journal.records import Entry
 from actors.journal.sqlite import SqliteStore
 from actors.journal.store import (
@@ -169,7 +169,6 @@ class Journal:
         self._closing = False
         self._closed = False
         self._claims: set[str] = set()
-        self._fenced: frozenset[str] = frozenset()  # runs the last write fenced off
         #: The batch being written and its waiters (what the writer abandons if it dies).
         self._current: tuple[list[_Item], list[_Waiters]] = ([], [])
 
@@ -239,14 +238,21 @@ class Journal:
     async def append(self, entry: Entry) -> None:
         """Queue ``entry`` and wait until it is durable; ``persistence_unavailable``
         when the write that takes it fails with the journal past its threshold (the
-        entry stays queued)."""
+        entry stays queued); ``lease_lost`` when its run is leased here and another
+        daemon took it over (the entry is not written)."""
         # The hot path (one append per record of every run): _wait inlined.
         if self._closed:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal is closed")
-        self._queue.append(_Item(entry, None))
+        leases = self.leases
+        # An entry of a run this journal leases may be fenced off: it needs an owner to
+        # hear of it (anonymous waiters are all told the same).
+        owner = None if leases is None or entry.run_id not in leases.tokens else Appended()
+        self._queue.append(_Item(entry, owner))
         self._wake.set()
         if not await self._waiters.wait():
             raise self._unavailable()
+        if owner is not None and owner.error is not None:
+            raise owner.error
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is durable
@@ -340,7 +346,7 @@ class Journal:
             self._current = (batch, waiting)
             while True:
                 try:
-                    await self._write(batch)
+                    fenced = await self._write(batch)
                 except Exception as exc:  # noqa: BLE001 - classified: retried
                     if await self._failed(batch, waiting, exc):
                         return  # closing with the store down: never acknowledged
@@ -354,35 +360,45 @@ class Journal:
             if self.failures:
                 emit(JournalRecovered(failures=self.failures))
                 self.failures = 0
-            if self._fenced:
+            if fenced:
                 assert self.leases is not None  # only a store with leases fences
-                fenced, self._fenced = self._fenced, frozenset()
                 batch = self.leases.halt_fenced(batch, fenced)
             self._release(batch, waiting)
 
-    async def _write(self, batch: list[_Item]) -> None:
+    async def _write(self, batch: list[_Item]) -> frozenset[str]:
+        """Write ``batch``; the runs the store fenced off (none without leases)."""
+        leases = self.leases
+        # The fences are taken here, in the trio thread: only it changes the leases.
+        fences = (
+            {}
+            if leases is None
+            else leases.fences({i.entry.run_id for i in batch if i.entry is not None})
+        )
         if self._inline:
-            self._store_batch(batch)
+            fenced = self._store_batch(batch, fences)
             await trio.lowlevel.checkpoint()
-            return
+            return fenced
         async with self._lock:
             with trio.CancelScope(shield=True):  # a write in a thread is not abandoned
                 # The batch is built in the worker thread too: the trio thread is what
                 # the appenders wake up in, and it has nothing else to do meanwhile.
-                await self._thread.run(self._store_batch, batch)
+                fenced = await self._thread.run(self._store_batch, batch, fences)
+        return fenced
 
-    def _store_batch(self, batch: list[_Item]) -> None:
+    def _store_batch(
+        self, batch: list[_Item], fences: dict[str, tuple[str, int]]
+    ) -> frozenset[str]:
         """One transaction of ``batch``'s content (none for flush markers alone)."""
-        entries = [i.entry for i in batch if i.entry is not None]
         content = Batch(
-            entries=entries,
+            entries=[i.entry for i in batch if i.entry is not None],
             headers=[i.header for i in batch if i.header is not None],
             endings=[i.ending for i in batch if i.ending is not None],
             checkpoints=[i.checkpoint for i in batch if i.checkpoint is not None],
-            fences={} if self.leases is None else self.leases.fences({e.run_id for e in entries}),
+            fences=fences,
         )
         if content.entries or content.headers or content.endings or content.checkpoints:
-            self._fenced = self.store.write(content) or frozenset()
+            return self.store.write(content) or frozenset()
+        return frozenset()
 
     async def _failed(self, batch: list[_Item], waiting: list[_Waiters], exc: Exception) -> bool:
         """Count and report a failed write, halt past the threshold, wait; ``True``
