@@ -277,3 +277,40 @@ async def test_an_infinite_max_wait_is_no_limit(replica: Open) -> None:
         waited = await one.reserve({"k:tokens": 5.0}, spec, now=0.0, max_wait=math.inf)
         assert waited.granted and 4.9 < waited.wait <= 5.0
         assert not one.degraded  # a bad argument never looks like Redis failing
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+async def test_a_number_the_scripts_cannot_take_is_refused_not_a_degradation(
+    replica: Open, bad: float
+) -> None:
+    spec = {"k:tokens": BucketSpec(capacity=10.0, rate=1.0)}
+    async with replica() as one:
+        with pytest.raises(
+            ActorError, match=r"^\[input_validation\] redis state: amount of k:tokens must be"
+        ):
+            await one.reserve({"k:tokens": bad}, spec, now=0.0, max_wait=None)
+        with pytest.raises(
+            ActorError, match=r"^\[input_validation\] redis state: amount of k:tokens must be"
+        ):
+            await one.refund({"k:tokens": bad}, spec, now=0.0)
+        with pytest.raises(ActorError, match=r"^\[input_validation\] redis state: cost must be"):
+            await one.add_usage("r", tokens=1, cost=bad, turns=0)
+        assert not one.degraded
+        assert await one.add_usage("r", tokens=1, cost=0.5, turns=0) == (1, 0.5, 0)
+
+
+async def test_a_cancel_around_the_state_closes_its_connections(
+    replica: Open, redis: RedisServer
+) -> None:
+    async with raw(redis) as client:
+        before = len(await client.client_list())
+        with trio.CancelScope() as scope:
+            async with replica() as state:
+                await Breaker(state=state).admit("alpha")  # a connection in use
+                assert len(await client.client_list()) > before
+                scope.cancel()
+                await trio.sleep_forever()
+        assert scope.cancelled_caught
+        with trio.fail_after(5):
+            while len(await client.client_list()) > before:
+                await trio.sleep(0.01)

@@ -162,14 +162,21 @@ class RedisState:
         if self.degraded:
             await trio.lowlevel.cancel_shielded_checkpoint()  # see ``reserve_yields``
             return None
-        error = "timeout"
+        answered, reply = await self._bounded(self._run, script, keys, args)
+        if answered:
+            return reply
+        self._degrade(operation, reply)
+        return None
+
+    async def _bounded(self, fn: Any, *args: Any) -> tuple[bool, Any]:
+        """``fn(*args)`` shielded and bounded by ``timeout``: ``(True, its result)``, or
+        ``(False, what went wrong)`` — the exception's type and text, or ``"timeout"``."""
         with trio.CancelScope(shield=True, deadline=trio.current_time() + self.timeout):
             try:
-                return await self._run(script, keys, args)
+                return True, await fn(*args)
             except _redis_errors() as exc:
-                error = f"{type(exc).__name__}: {exc}"
-        self._degrade(operation, error)
-        return None
+                return False, f"{type(exc).__name__}: {exc}"
+        return False, "timeout"
 
     async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """``EVALSHA``; on ``NOSCRIPT``, load the script and run it again (once)."""
@@ -228,13 +235,8 @@ class RedisState:
                     )
 
     async def _reachable(self) -> bool:
-        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
-            try:
-                await self.client.ping()
-                return True
-            except _redis_errors():
-                return False
-        return False
+        answered, _ = await self._bounded(self.client.ping)
+        return answered
 
     async def _merge_usage(self) -> int | None:
         """Add the usage counted locally to Redis: how many runs had some, or ``None``
@@ -255,16 +257,11 @@ class RedisState:
         self, run_id: str, increment: str, tokens: int, cost: float, turns: int
     ) -> Any:
         """One increment, sent directly (also while degraded); ``None`` on failure."""
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + self.timeout):
-            try:
-                return await self._run(
-                    "ADD_USAGE",
-                    self._usage_keys(run_id),
-                    [tokens, repr(cost), turns, self.usage_ttl, increment],
-                )
-            except _redis_errors():
-                return None
-        return None
+        args = [tokens, repr(cost), turns, self.usage_ttl, increment]
+        answered, reply = await self._bounded(
+            self._run, "ADD_USAGE", self._usage_keys(run_id), args
+        )
+        return reply if answered else None
 
     # --- circuit breaker -------------------------------------------------------------
 
@@ -385,15 +382,11 @@ class RedisState:
     async def breaker_state(self, key: str, *, now: float) -> BreakerState:
         if self.degraded:
             return await self.local.breaker_state(key, now=now)
-        with trio.CancelScope(shield=True), trio.move_on_after(self.timeout):
-            try:
-                state = await self.client.hget(self._breaker_key(key), "st")
-                return BreakerState(state) if state else BreakerState.CLOSED
-            except _redis_errors() as exc:
-                self._degrade("breaker_state", f"{type(exc).__name__}: {exc}")
-                return await self.local.breaker_state(key, now=now)
-        self._degrade("breaker_state", "timeout")
-        return await self.local.breaker_state(key, now=now)
+        answered, state = await self._bounded(self.client.hget, self._breaker_key(key), "st")
+        if not answered:
+            self._degrade("breaker_state", state)
+            return await self.local.breaker_state(key, now=now)
+        return BreakerState(state) if state else BreakerState.CLOSED
 
     # --- token buckets ---------------------------------------------------------------
 
@@ -405,6 +398,7 @@ class RedisState:
         keys = []
         cache = self._bucket_args
         for bucket, amount in amounts.items():
+            _finite(f"amount of {bucket}", amount)
             spec = specs[bucket]
             known = cache.get((bucket, spec))
             if known is None:
@@ -451,6 +445,7 @@ class RedisState:
     async def add_usage(
         self, run_id: str, *, tokens: int, cost: float, turns: int
     ) -> tuple[int, float, int]:
+        _finite("cost", cost)
         increment = self._increment_id()
         reply = await self._call(
             "add_usage",
@@ -475,6 +470,15 @@ class RedisState:
         if len(usage) > _USAGE_KEPT:
             del usage[next(iter(usage))]
         return totals
+
+
+def _finite(name: str, value: float) -> None:
+    """Refuse a value the scripts cannot take (Lua reads no ``nan``/``inf``): a caller's
+    bad number must not look like Redis failing, which would degrade the replica."""
+    if not math.isfinite(value):
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, f"redis state: {name} must be finite, not {value!r}"
+        )
 
 
 def _totals(reply: Sequence[Any]) -> tuple[int, float, int]:
