@@ -11,9 +11,11 @@ import pytest
 import trio
 
 from actors import ActorError
-from actors.events import JournalLeaseLost, JournalLeaseRenewFailed
-from actors.journal import Entry, Leases
+from actors.events import JournalAdoptFailed, JournalLeaseLost, JournalLeaseRenewFailed
+from actors.journal import Entry, Leases, MemoryStore, open_journal
 from actors.testing import capture_events
+from supervisors import SupervisorSpec, open_tree
+from supervisors.runs import open_runs
 
 
 class Store:
@@ -144,3 +146,50 @@ async def test_the_renewal_interval_follows_the_ttl(autojump_clock: Any, ttl: fl
         round(2 * ttl / 3, 9),
         round(ttl, 9),
     ]
+
+
+class LeasedMemory(MemoryStore):
+    """A memory store that says it has leases (the journal then leases runs, renews and
+    looks for runs to take over); ``orphans`` fails while ``down``."""
+
+    leases = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked: list[float] = []
+        self.down = False
+
+    def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
+        return 1
+
+    def renew_leases(self, holder: str, tokens: dict[str, int], ttl: float) -> set[str]:
+        return set(tokens)
+
+    def orphans(self) -> list[str]:
+        self.looked.append(trio.current_time())
+        if self.down:
+            raise OSError("database gone")
+        return []
+
+
+async def test_a_failed_look_for_runs_to_take_over_is_reported_and_tried_again(
+    autojump_clock: Any,
+) -> None:
+    store = LeasedMemory()
+    with capture_events(JournalAdoptFailed) as failed:
+        async with (
+            open_journal(store, lease_ttl=2.0) as journal,
+            open_tree(SupervisorSpec()) as tree,
+            open_runs(tree, journal=journal) as runs,
+        ):
+            await trio.sleep(0.5)
+            store.down = True
+            await trio.sleep(1.0)  # the look at t=1.0 fails
+            store.down = False
+            await trio.sleep(1.0)  # the one at t=2.0 works
+            assert runs.resumed == ()
+        left_at = trio.current_time()
+    assert store.looked == [0.0, 1.0, 2.0]  # on entry, then every lease_ttl / 2
+    assert [(e.retry_in, e.error) for e in failed] == [(1.0, "OSError: database gone")]
+    await trio.sleep(5.0)
+    assert store.looked[-1] <= left_at  # the loop ended with the runs

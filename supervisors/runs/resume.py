@@ -46,13 +46,7 @@ class Runs(Protocol):
     def _plan(self, workflow: Workflow) -> Plan | ActorError: ...
 
     async def _launch(
-        self,
-        run: Run,
-        plan: Plan,
-        budget: Budget,
-        resume: Progress | None,
-        *,
-        acquired: bool = False,
+        self, run: Run, plan: Plan, budget: Budget, resume: Progress | None
     ) -> Run: ...
 
 
@@ -75,58 +69,61 @@ async def resume_run(runs: Runs, run_id: str, workflow: Workflow | None = None) 
     # longer write), then read: what is read is all there will be.
     await journal.acquire(run_id)
     try:
-        await journal.flush()  # nothing of this run is still on its way to the store
-        store = journal.store
-        row = await journal.read(store.run, run_id)
-        entries = await journal.read(store.entries, run_id)
-        checkpoint = await journal.read(store.checkpoint, run_id)
-        if row is None and not entries:
-            raise ActorError.from_code(
-                Code.INPUT_VALIDATION,
-                f"Runs.resume: no run {run_id!r} in the journal",
-                run_id=run_id,
-            )
-        name = workflow.name if workflow is not None else (row.workflow if row else "")
-        workflow = workflow or runs.workflows.get(name)
-        if workflow is None:
-            raise ActorError.from_code(
-                Code.CONFIG_INVALID,
-                f"run {run_id!r}: no workflow named {name!r} to resume it with "
-                "(pass it to open_runs(workflows=...))",
-                run_id=run_id,
-            )
-        plan = runs._plan(workflow)
-        if isinstance(plan, ActorError):
-            raise plan
-        found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
-        if run_id in runs.live:  # resumed meanwhile
-            raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
-        progress = found.progress
-        started = found.records[0]
-        run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
-        run.wall_time = found.row.started
-        run.state = dict(progress.state)
-        run._events.extend(found.records)
-        run._seq = progress.seq
-        now = trio.current_time()
-        run._at_offset = progress.last_at - now
-        run._preset = {k: [list(d) for d in v] for k, v in progress.decisions.items()}
-        run.journaled = RunJournal(run, journal, progress, None)
-        budget = Budget(
-            run_id,
-            found.limits,
-            prices=runs.prices,
-            approve=run.approve_budget,
-            on_event=run.budget_record,
-        )
-        budget.started_at = progress.started_at - run._at_offset
-        tokens, cost, turns = progress.budget
-        budget.tokens, budget.cost, budget.turns = int(tokens), float(cost), int(turns)
-        return await runs._launch(run, plan, budget, progress, acquired=True)
+        run, plan, budget, progress = await _recover(runs, journal, run_id, workflow)
     except BaseException:
-        if run_id not in runs.live:
-            journal.release(run_id)
+        journal.release(run_id)
         raise
+    return await runs._launch(run, plan, budget, progress)  # gives the run back if it fails
+
+
+async def _recover(
+    runs: Runs, journal: Journal, run_id: str, workflow: Workflow | None
+) -> tuple[Run, Plan, Budget, Progress]:
+    """The run as its records left it, ready to launch (see :func:`resume_run`)."""
+    await journal.flush()  # nothing of this run is still on its way to the store
+    store = journal.store
+    row = await journal.read(store.run, run_id)
+    entries = await journal.read(store.entries, run_id)
+    checkpoint = await journal.read(store.checkpoint, run_id)
+    if row is None and not entries:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, f"Runs.resume: no run {run_id!r} in the journal", run_id=run_id
+        )
+    name = workflow.name if workflow is not None else (row.workflow if row else "")
+    workflow = workflow or runs.workflows.get(name)
+    if workflow is None:
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            f"run {run_id!r}: no workflow named {name!r} to resume it with "
+            "(pass it to open_runs(workflows=...))",
+            run_id=run_id,
+        )
+    plan = runs._plan(workflow)
+    if isinstance(plan, ActorError):
+        raise plan
+    found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
+    progress = found.progress
+    started = found.records[0]
+    run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
+    run.wall_time = found.row.started
+    run.state = dict(progress.state)
+    run._events.extend(found.records)
+    run._seq = progress.seq
+    now = trio.current_time()
+    run._at_offset = progress.last_at - now
+    run._preset = {k: [list(d) for d in v] for k, v in progress.decisions.items()}
+    run.journaled = RunJournal(run, journal, progress, None)
+    budget = Budget(
+        run_id,
+        found.limits,
+        prices=runs.prices,
+        approve=run.approve_budget,
+        on_event=run.budget_record,
+    )
+    budget.started_at = progress.started_at - run._at_offset
+    tokens, cost, turns = progress.budget
+    budget.tokens, budget.cost, budget.turns = int(tokens), float(cost), int(turns)
+    return run, plan, budget, progress
 
 
 async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:

@@ -202,7 +202,6 @@ class Runs:
         self.journal: Journal | None = None
         #: The workflows a resumed run is looked up in, by name.
         self.workflows: dict[str, Workflow] = {}
-        #: The runs resumed when the block was entered.
         #: The runs resumed from the journal: on entry, then (on a store with leases)
         #: those taken over from daemons that died.
         self.resumed: tuple[Run, ...] = ()
@@ -283,28 +282,20 @@ class Runs:
             approve=run.approve_budget,
             on_event=run.budget_record,
         )
+        if journal is not None:
+            # One engine per run per journal, even across several open_runs blocks — and
+            # per database, across daemons, on a store with leases.
+            await journal.acquire(run_id)
         return await self._launch(run, plan, budget, None)
 
-    async def _launch(
-        self,
-        run: Run,
-        plan: Plan,
-        budget: Budget,
-        resume: Progress | None,
-        *,
-        acquired: bool = False,
-    ) -> Run:
-        """Start the run's supervisor and its engine (see :meth:`start`). ``acquired``:
-        the caller has already taken the run on the journal (a resume does, before it
-        reads the run's records)."""
+    async def _launch(self, run: Run, plan: Plan, budget: Budget, resume: Progress | None) -> Run:
+        """Start the run's supervisor and its engine (see :meth:`start`). A journalled run
+        has been taken on its journal by the caller (:meth:`Journal.acquire
+        <actors.journal.Journal.acquire>`); if the launch fails, it is given back."""
         run_id = run.run_id
         assert self._nursery is not None
         journaled = run.journaled
         if journaled is not None:
-            # One engine per run per journal, even across several open_runs blocks — and
-            # per database, across daemons, on a store with leases.
-            if not acquired:
-                await journaled.journal.acquire(run_id)
             journaled.budget = lambda: [budget.tokens, budget.cost, budget.turns]
         try:
             return await self._launch_claimed(run, plan, budget, resume)
