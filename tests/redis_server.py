@@ -58,17 +58,19 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
+        while not self._answers():
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.02)
+
+    def _answers(self) -> bool:
+        """The server answers PING (``False`` while it refuses connections: starting)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def command(self, *args: str) -> bytes:
         """One command over a plain socket (RESP); the raw reply."""
@@ -102,8 +104,8 @@ def redis_server() -> Iterator[RedisServer]:
         pytest.skip("redis-server not available here: not on PATH")
     root = Path(tempfile.mkdtemp(prefix="ra-redis-"))
     server = RedisServer(binary, root)
-    server.start()
     try:
+        server.start()  # inside: a server that fails to start is killed, its folder removed
         yield server
     finally:
         if server.process is not None:

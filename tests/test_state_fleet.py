@@ -39,7 +39,15 @@ class Fleet:
             )
             for _ in range(REPLICAS)
         ]
-        assert self.answers() == ["ready"] * REPLICAS
+        try:
+            assert self.answers() == ["ready"] * REPLICAS
+        except BaseException:
+            for worker in self.workers:  # a fleet that did not start leaves no process
+                worker.kill()
+                worker.wait()
+                worker.stdout.close()  # type: ignore[union-attr]
+                worker.stdin.close()  # type: ignore[union-attr]
+            raise
 
     def answers(self) -> list[Any]:
         return [json.loads(worker.stdout.readline()) for worker in self.workers]  # type: ignore[union-attr]
@@ -68,8 +76,8 @@ class Fleet:
             try:
                 worker.stdin.write("quit\n")  # type: ignore[union-attr]
                 worker.stdin.close()  # type: ignore[union-attr]
-            except (BrokenPipeError, OSError):
-                pass  # the worker is already gone; it is killed below if not
+            except OSError:  # BrokenPipeError: the worker is gone; make sure of it
+                worker.kill()
         for worker in self.workers:
             try:
                 assert worker.wait(timeout=10) == 0

@@ -24,6 +24,7 @@ from a long pause.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from actors.errors import ActorError, Code
@@ -143,35 +144,37 @@ class PostgresStore:
         found valid, with the same token, at this epoch."""
         db = self.db
         with db.transaction(), db.cursor() as cursor:
-            fenced: frozenset[str] = frozenset()
-            if batch.fences:
-                cursor.execute(_EPOCH)
-                row = cursor.fetchone()
-                epoch = int(row[0]) if row else -1
-                verified = self._verified
-                if len(verified) > _VERIFIED_MAX:  # bounded: what is dropped is checked again
-                    verified.clear()
-                unchecked = {
-                    run: fence
-                    for run, fence in batch.fences.items()
-                    if verified.get((run, fence)) != epoch
-                }
-                if unchecked:
-                    cursor.execute(
-                        "SELECT run_id, holder, token FROM journal_leases WHERE run_id = ANY(%s)",
-                        (list(unchecked),),
-                    )
-                    held = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
-                    fenced = frozenset(
-                        run for run, fence in unchecked.items() if held.get(run) != fence
-                    )
-                    for run, fence in unchecked.items():
-                        if run not in fenced:
-                            verified[run, fence] = epoch
-                if fenced:
-                    batch = batch.without(fenced)
+            fenced = self._fenced(cursor, batch.fences) if batch.fences else frozenset()
+            if fenced:
+                batch = batch.without(fenced)
             for sql, rows in write_statements(batch, "%s", _TABLES):
                 cursor.executemany(sql, rows)
+        return fenced
+
+    def _fenced(self, cursor: Any, fences: Mapping[str, tuple[str, int]]) -> frozenset[str]:
+        """In a write's transaction: share-lock the epoch, and compare with its lease row
+        each run not already found valid at that epoch; the runs whose lease no longer
+        carries the writer's holder and token."""
+        cursor.execute(_EPOCH)
+        row = cursor.fetchone()
+        epoch = int(row[0]) if row else -1
+        verified = self._verified
+        if len(verified) > _VERIFIED_MAX:  # bounded: what is dropped is checked again
+            verified.clear()
+        unchecked = {
+            run: fence for run, fence in fences.items() if verified.get((run, fence)) != epoch
+        }
+        if not unchecked:
+            return frozenset()
+        cursor.execute(
+            "SELECT run_id, holder, token FROM journal_leases WHERE run_id = ANY(%s)",
+            (list(unchecked),),
+        )
+        held = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
+        fenced = frozenset(run for run, fence in unchecked.items() if held.get(run) != fence)
+        verified.update(
+            {(run, fence): epoch for run, fence in unchecked.items() if run not in fenced}
+        )
         return fenced
 
     def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
