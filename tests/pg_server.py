@@ -28,7 +28,7 @@ def _binary(name: str) -> str | None:
     return candidates[-1] if candidates else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -64,7 +64,7 @@ def postgres_server() -> Iterator[str]:
         check=True,
         capture_output=True,
     )
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         _as_server_user(
             [

@@ -18,11 +18,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.pg_server import free_port
 
 
 class RedisServer:
@@ -32,7 +28,7 @@ class RedisServer:
     def __init__(self, binary: str, root: Path) -> None:
         self.binary = binary
         self.root = root
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
