@@ -179,14 +179,20 @@ def test_the_same_key_twice_is_stored_once(
     store.close()  # idempotent
 
 
-def test_a_sqlite_batch_is_all_or_nothing(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "j.journal")
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_batch_is_all_or_nothing_and_a_failed_one_is_rolled_back(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    store = make_store(kind, tmp_path, request)
     bad = Entry("r", 0, "run:started", 1.0, "{}", None)  # type: ignore[arg-type]
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(Exception, match=r"(?i)not null|null value") as failed:
         store.write(Batch(entries=[entry_of(started("ok")), bad], headers=[header("ok")]))
+    assert type(failed.value).__name__ in {"IntegrityError", "NotNullViolation"}
     assert store.entries("ok") == [] and store.runs() == []
+    # The failed transaction was ended: the next write of the same store goes through.
     store.write(Batch(entries=[entry_of(started("ok"))], headers=[header("ok")]))
     assert len(store.entries("ok")) == 1
+    store.close()
 
 
 def test_sqlite_is_in_wal_mode_with_full_sync_and_survives_a_reopen(tmp_path: Path) -> None:

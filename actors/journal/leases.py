@@ -27,20 +27,11 @@ Read = Callable[..., Awaitable[Any]]
 Item = TypeVar("Item")
 
 
-class Appended:
-    """The owner of an entry ``Journal.append`` queued for a run this journal leases: it
-    keeps the error that halted it (``lease_lost``) for the appender to raise."""
-
-    __slots__ = ("error",)
-
-    def __init__(self) -> None:
-        self.error: ActorError | None = None
-
-    def durable(self, seq: int) -> None:
-        """Nothing to do: the appender's waiters are told."""
-
-    def halted(self, error: ActorError) -> None:
-        self.error = error
+def lease_lost() -> ActorError:
+    """The error of a run whose lease another daemon took over."""
+    return ActorError.from_code(
+        Code.LEASE_LOST, "another daemon took this run over (its lease had expired)"
+    )
 
 
 class Leases:
@@ -76,9 +67,7 @@ class Leases:
         """Report and halt the runs the store fenced off (another daemon leased them):
         each owner of an item of theirs gets ``lease_lost`` once. Returns the rest of
         the batch (what was written). Items have ``entry`` and ``owner``."""
-        error = ActorError.from_code(
-            Code.LEASE_LOST, "another daemon took this run over (its lease had expired)"
-        )
+        error = lease_lost()
         for run_id in sorted(fenced):
             emit(JournalLeaseLost(run_id=run_id, token=self.tokens.get(run_id, 0)))
         halted: set[int] = set()

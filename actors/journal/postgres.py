@@ -2,7 +2,7 @@
 
 The journal calls a store's methods in a worker thread, one at a time, so the store is a
 plain blocking object: psycopg's async API is asyncio-only, and a thread per call is
-what the SQLite store does too. One connection, autocommit off: each
+what the SQLite store does too. One connection; each
 :meth:`~actors.journal.store.JournalStore.write` is one transaction, committed before
 it returns (PostgreSQL's ``synchronous_commit`` decides what "durable" means: on by
 default, on disk). The same tables as the SQLite store, created on first use; entries
@@ -78,8 +78,9 @@ _TABLES: Final = ("journal_runs", "journal_events", "journal_checkpoints")
 #: How many (run, fence) checks a store remembers (one per run it writes for).
 _VERIFIED_MAX: Final = 10_000
 
-#: A write's first statement when it writes for leased runs: the epoch, share-locked.
-_EPOCH: Final = "SELECT epoch FROM journal_epoch WHERE id = 1 FOR SHARE"
+#: A write's first round trip: its transaction begun, and the epoch read, share-locked
+#: (two statements without parameters: one simple query).
+_BEGIN: Final = "BEGIN; SELECT epoch FROM journal_epoch WHERE id = 1 FOR SHARE"
 
 _TAKE: Final = (
     "INSERT INTO journal_leases (run_id, holder, token, expires)"
@@ -110,7 +111,7 @@ class PostgresStore:
         import psycopg
 
         try:
-            self._db: Any = psycopg.connect(dsn, autocommit=False)
+            self._db: Any = psycopg.connect(dsn, autocommit=True)
         except psycopg.Error as exc:
             raise ActorError.from_code(
                 Code.PERSISTENCE_UNAVAILABLE,
@@ -140,24 +141,47 @@ class PostgresStore:
         The check is cheap when nothing was taken over: every take-over of a lease bumps
         the one-row epoch, under its row lock. A write share-locks that row (a take-over
         waits for the write in progress, a write for the take-over committing) and reads
-        the epoch; each run is compared with its lease row only when it was not already
-        found valid, with the same token, at this epoch."""
+        the epoch — in the round trip that begins its transaction, so a write costs the
+        round trips of a plain transaction; each run is compared with its lease row only
+        when it was not already found valid, with the same token, at this epoch. A write
+        that fails is rolled back (when its connection still can)."""
         db = self.db
-        with db.transaction(), db.cursor() as cursor:
-            fenced = self._fenced(cursor, batch.fences) if batch.fences else frozenset()
-            if fenced:
-                batch = batch.without(fenced)
-            for sql, rows in write_statements(batch, "%s", _TABLES):
-                cursor.executemany(sql, rows)
+        with db.cursor() as cursor:
+            try:
+                cursor.execute(_BEGIN)
+                cursor.nextset()
+                row = cursor.fetchone()
+                fenced = self._fenced(cursor, batch.fences, int(row[0]) if row else -1)
+                if fenced:
+                    batch = batch.without(fenced)
+                for sql, rows in write_statements(batch, "%s", _TABLES):
+                    cursor.executemany(sql, rows)
+                cursor.execute("COMMIT")
+            except BaseException:
+                self._roll_back()
+                raise
         return fenced
 
-    def _fenced(self, cursor: Any, fences: Mapping[str, tuple[str, int]]) -> frozenset[str]:
-        """In a write's transaction: share-lock the epoch, and compare with its lease row
-        each run not already found valid at that epoch; the runs whose lease no longer
-        carries the writer's holder and token."""
-        cursor.execute(_EPOCH)
-        row = cursor.fetchone()
-        epoch = int(row[0]) if row else -1
+    def _roll_back(self) -> None:
+        """After a failed write: end its transaction, if the connection still has one."""
+        import psycopg
+
+        db = self._db
+        if (
+            db is not None
+            and not db.closed
+            and db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            db.execute("ROLLBACK")
+
+    def _fenced(
+        self, cursor: Any, fences: Mapping[str, tuple[str, int]], epoch: int
+    ) -> frozenset[str]:
+        """In a write's transaction, at ``epoch``: compare with its lease row each run
+        not already found valid at that epoch; the runs whose lease no longer carries
+        the writer's holder and token."""
+        if not fences:
+            return frozenset()
         verified = self._verified
         if len(verified) > _VERIFIED_MAX:  # bounded: what is dropped is checked again
             verified.clear()

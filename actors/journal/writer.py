@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, cast
 
@@ -36,7 +37,7 @@ import trio
 
 from actors.errors import ActorError, Code
 from actors.events import JournalAppendFailed, JournalRecovered, JournalUnavailable
-from actors.journal.leases import Appended, Leases
+from actors.journal.leases import Leases, lease_lost
 from actors.journal.records import Entry
 from actors.journal.sqlite import SqliteStore
 from actors.journal.store import (
@@ -89,11 +90,14 @@ class _Waiters:
     (``False``). Parked with trio's low-level API rather than an ``Event``: a batch of 100
     appends is 100 tasks woken by one loop, with no parking lot to keep per task."""
 
-    __slots__ = ("outcome", "tasks")
+    __slots__ = ("fenced", "outcome", "tasks")
 
     def __init__(self) -> None:
         self.tasks: list[trio.lowlevel.Task] = []
         self.outcome: bool | None = None
+        #: The runs the store fenced off in the batch these waited on (nothing of theirs
+        #: was written): set before the release.
+        self.fenced: frozenset[str] = frozenset()
 
     async def wait(self) -> bool:
         """``True`` once written, ``False`` when the journal gave up on them for now."""
@@ -103,12 +107,13 @@ class _Waiters:
         task = trio.lowlevel.current_task()
         self.tasks.append(task)
 
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self.tasks.remove(task)  # a cancelled waiter: its entry stays queued
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        written: bool = await trio.lowlevel.wait_task_rescheduled(abort)
+        written: bool = await trio.lowlevel.wait_task_rescheduled(partial(self.abort, task))
         return written
+
+    def abort(self, task: trio.lowlevel.Task, _: Any) -> trio.lowlevel.Abort:
+        """A waiter cancelled: it stops waiting (its entry stays queued)."""
+        self.tasks.remove(task)
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def release(self, written: bool) -> None:
         if self.outcome is None:
@@ -243,16 +248,17 @@ class Journal:
         # The hot path (one append per record of every run): _wait inlined.
         if self._closed:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal is closed")
-        leases = self.leases
-        # An entry of a run this journal leases may be fenced off: it needs an owner to
-        # hear of it (anonymous waiters are all told the same).
-        owner = None if leases is None or entry.run_id not in leases.tokens else Appended()
-        self._queue.append(_Item(entry, owner))
+        self._queue.append(_Item(entry, None))
         self._wake.set()
-        if not await self._waiters.wait():
+        # The journal's current waiters are only released once replaced, or once the
+        # journal is closed (checked above): they are waited on here without a check.
+        waiters = self._waiters
+        task = trio.lowlevel.current_task()
+        waiters.tasks.append(task)
+        if not await trio.lowlevel.wait_task_rescheduled(partial(waiters.abort, task)):
             raise self._unavailable()
-        if owner is not None and owner.error is not None:
-            raise owner.error
+        if waiters.fenced and entry.run_id in waiters.fenced:
+            raise lease_lost()
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is durable
@@ -363,6 +369,8 @@ class Journal:
             if fenced:
                 assert self.leases is not None  # only a store with leases fences
                 batch = self.leases.halt_fenced(batch, fenced)
+                for waiters in waiting:
+                    waiters.fenced = fenced
             self._release(batch, waiting)
 
     async def _write(self, batch: list[_Item]) -> frozenset[str]:
