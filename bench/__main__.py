@@ -44,6 +44,13 @@ BENCHMARKS = {
 OUT = Path(__file__).resolve().parent / "out" / "latest.json"
 
 
+def held(row: Row) -> bool:
+    """Whether the row's exact ratio meets its target (``>= 0.7``, ``<= 6.0``): the table
+    rounds, this does not."""
+    op, bound = row.target.split()[:2]  # "<= 50 KB/run": a unit may follow
+    return row.ratio >= float(bound) if op == ">=" else row.ratio <= float(bound)
+
+
 def main(argv: list[str]) -> int:
     names = argv or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
@@ -55,11 +62,14 @@ def main(argv: list[str]) -> int:
         print(f"running {name} ...", flush=True)
         rows.extend(BENCHMARKS[name]())
     print()
-    print(f"{'name':<28} {'value':>14} {'unit':<12} {'baseline':>14} {'ratio':>7}  target")
+    print(
+        f"{'name':<28} {'value':>14} {'unit':<12} {'baseline':>14} {'ratio':>7}  "
+        f"{'target':<8}  held"
+    )
     for row in rows:
         print(
             f"{row.name:<28} {row.value:>14.2f} {row.unit:<12} {row.baseline:>14.2f} "
-            f"{row.ratio:>7.2f}  {row.target}"
+            f"{row.ratio:>7.3f}  {row.target:<8}  {'yes' if held(row) else 'NO'}"
         )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     existing = json.loads(OUT.read_text()) if OUT.exists() and argv else []
