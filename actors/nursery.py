@@ -27,20 +27,23 @@ async def open_nursery_unwrapped() -> AsyncIterator[trio.Nursery]:
     """``trio.open_nursery()``, except that an ``Exception`` raised by the block itself
     is re-raised unwrapped once the nursery has closed — and a cancellation from outside
     (the block and its children all cancelled, nothing else) comes out as one
-    ``trio.Cancelled``, not a group of them, so ``except trio.Cancelled`` sees it."""
-    body_error: Exception | None = None
+    ``trio.Cancelled``, not a group of them, so ``except trio.Cancelled`` sees it. A
+    ``KeyboardInterrupt`` (Ctrl-C: trio raises it in the main task, inside the user's
+    blocks) comes out bare too, when all that came with it are cancellations: the nursery
+    closes first (its children are cancelled), then the interrupt is re-raised as it was."""
+    body_error: Exception | KeyboardInterrupt | None = None
     try:
         async with trio.open_nursery() as nursery:
             try:
                 yield nursery
-            except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+            except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - re-raised below
                 body_error = exc
                 nursery.cancel_scope.cancel(reason=f"block raised {type(exc).__name__}")
     except BaseExceptionGroup as group:
-        cancelled = only_cancelled(group)
-        if cancelled is None:
+        single = only_cancelled(group) or only_interrupted(group)
+        if single is None:
             raise
-        raise cancelled from None
+        raise single from None
     if body_error is not None:
         raise body_error
 
@@ -54,6 +57,19 @@ def only_cancelled(group: BaseExceptionGroup) -> trio.Cancelled | None:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     assert isinstance(leaf, trio.Cancelled)  # split kept only Cancelled leaves
+    return leaf
+
+
+def only_interrupted(group: BaseExceptionGroup) -> KeyboardInterrupt | None:
+    """The first ``KeyboardInterrupt`` of ``group`` when everything else in it is a
+    cancellation (at any depth), else ``None``."""
+    interrupts, rest = group.split(KeyboardInterrupt)
+    if interrupts is None or (rest is not None and only_cancelled(rest) is None):
+        return None
+    leaf: BaseException = interrupts
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, KeyboardInterrupt)  # split kept only KeyboardInterrupt leaves
     return leaf
 
 

@@ -41,7 +41,9 @@ ROUNDS = 5
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def _entries() -> list[list[Entry]]:
+def _entries(per_run: int = PER_RUN) -> list[list[Entry]]:
+    """``RUNS`` runs of ``per_run`` records each (a node's completion, 120 bytes of
+    updates)."""
     return [
         [
             entry_of(
@@ -57,7 +59,7 @@ def _entries() -> list[list[Entry]]:
                     duration=0.25,
                 )
             )
-            for seq in range(PER_RUN)
+            for seq in range(per_run)
         ]
         for run in range(RUNS)
     ]

@@ -1,4 +1,6 @@
-"""The example agent daemon, run by ``make demo``.
+"""The example agent daemon, run by ``make demo``; ``agent_daemon.py serve`` runs it as a
+service that takes tasks on standard input and shuts down gracefully on SIGTERM or
+SIGINT (:mod:`serve_tasks`).
 
 It starts the embedded chaos provider on loopback, builds a supervisor tree in code —
 an OpenAI-compatible provider "alpha", an Anthropic-compatible provider "beta" and two
@@ -52,6 +54,7 @@ from typing import Any
 import attrs
 import trio
 from demo_workflows import TICKET_TOOLS, print_journal, print_runs, run_workflows
+from serve_tasks import serve
 
 from actors import ActorError, Code, configure_logging, get_logger
 from actors.events import (
@@ -469,4 +472,6 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:  # the daemon as a service (serve_tasks.py)
+        sys.exit(trio.run(serve, sys.argv[2:]))
     sys.exit(trio.run(main))

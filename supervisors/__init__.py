@@ -3,6 +3,7 @@
 from supervisors.backoff import Backoff
 from supervisors.breaker import Breaker, BreakerConfig
 from supervisors.budget import Budget, BudgetLimits, BudgetRequest, Dimension, Price
+from supervisors.daemon import Daemon, open_daemon
 from supervisors.policy import (
     DEFAULT_BY_CLASS,
     DEFAULT_BY_CODE,
@@ -54,6 +55,7 @@ __all__ = [
     "ChildInfo",
     "ChildSpec",
     "ChildState",
+    "Daemon",
     "Dimension",
     "Directive",
     "Ledger",
@@ -79,6 +81,7 @@ __all__ = [
     "default_directive",
     "directive_for",
     "load_spec",
+    "open_daemon",
     "open_tree",
     "retrying",
     "tool_hosts",

@@ -47,12 +47,25 @@ def _documented() -> dict[str, Entry]:
     return entries
 
 
+def _type_text(annotation: object) -> str:
+    """A field's type as written in its class — also once something (cattrs, when a
+    record is read back) has resolved the annotations to the types themselves."""
+    if isinstance(annotation, str):
+        return annotation
+    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+        return annotation.__name__
+    text = str(annotation)
+    for module in ("collections.abc.", "typing."):
+        text = text.replace(module, "")
+    return text
+
+
 def _expected() -> dict[str, Entry]:
     return {
         record.name: (
             record.__name__,
             logging.getLevelName(record.level).lower(),
-            tuple((field.name, str(field.type)) for field in attrs.fields(record)),
+            tuple((field.name, _type_text(field.type)) for field in attrs.fields(record)),
         )
         for record in RECORDS
     }

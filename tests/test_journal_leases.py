@@ -207,3 +207,37 @@ async def test_an_append_for_a_run_taken_over_is_refused_not_acknowledged(
             assert [e.seq for e in store_b.entries("free")] == [0]
         finally:
             store_b.close()
+
+
+async def test_a_shutdown_gives_the_leases_back_and_another_daemon_resumes_at_once(
+    postgres_dsn: str,
+) -> None:
+    """A's shutdown interrupts its run: the lease is ended on the database, so B's
+    open_runs resumes the run on entry, long before A's 30 s lease would have expired."""
+    async with (
+        open_journal(PostgresStore(postgres_dsn), lease_ttl=30.0) as journal_a,
+        open_tree(SupervisorSpec()) as tree,
+    ):
+        async with open_runs(tree, journal=journal_a, workflows=[WF], name="a") as daemon_a:
+            GATE["A"] = trio.Event()  # A's "slow" never ends by itself
+            await daemon_a.start(WF, run_id="r")
+            await trio.sleep(0.3)
+            summary = await daemon_a.shutdown("sigterm", grace=0)
+        assert summary.interrupted == ("r",)
+        started = trio.current_time()
+        async with (
+            open_journal(PostgresStore(postgres_dsn), lease_ttl=30.0) as journal_b,
+            open_runs(tree, journal=journal_b, workflows=[WF_B], name="b") as daemon_b,
+        ):
+            (run_b,) = daemon_b.resumed  # taken at once: the lease was given back
+            assert (await run_b.wait()).status == "completed"
+        assert trio.current_time() - started < 5
+    assert CALLS == [("A", "first"), ("A", "slow"), ("B", "slow"), ("B", "last")]
+    reader = PostgresStore(postgres_dsn)
+    try:
+        # Given back means expired, not deleted: B's take bumped the token past A's.
+        assert reader.take_lease("r", "C", 30.0) is None  # B still holds it (not ended)
+        assert reader.give_back_lease("r", "C", 99) is False  # not C's
+        assert reader.run("r").status == "completed"  # type: ignore[union-attr]
+    finally:
+        reader.close()

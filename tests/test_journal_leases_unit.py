@@ -11,7 +11,12 @@ import pytest
 import trio
 
 from actors import ActorError
-from actors.events import JournalAdoptFailed, JournalLeaseLost, JournalLeaseRenewFailed
+from actors.events import (
+    JournalAdoptFailed,
+    JournalLeaseGiveBackFailed,
+    JournalLeaseLost,
+    JournalLeaseRenewFailed,
+)
 from actors.journal import Entry, Leases, MemoryStore, open_journal
 from actors.testing import capture_events
 from supervisors import SupervisorSpec, open_tree
@@ -27,6 +32,7 @@ class Store:
     def __init__(self, **tokens: int | None) -> None:
         self.tokens = tokens
         self.renewals: list[tuple[float, str, dict[str, int], float]] = []
+        self.given: list[tuple[str, str, int]] = []
         self.fail: Exception | None = None
 
     def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
@@ -40,6 +46,12 @@ class Store:
 
     def orphans(self) -> list[str]:
         return []
+
+    def give_back_lease(self, run_id: str, holder: str, token: int) -> bool:
+        if self.fail is not None:
+            raise self.fail
+        self.given.append((run_id, holder, token))
+        return True
 
 
 async def read(fn: Any, *args: Any) -> Any:
@@ -193,3 +205,26 @@ async def test_a_failed_look_for_runs_to_take_over_is_reported_and_tried_again(
     assert [(e.retry_in, e.error) for e in failed] == [(1.0, "OSError: database gone")]
     await trio.sleep(5.0)
     assert store.looked[-1] <= left_at  # the loop ended with the runs
+
+
+async def test_give_back_ends_the_lease_held_and_stops_renewing_it(autojump_clock: Any) -> None:
+    store = Store(r=4)
+    leases = Leases(store, 30.0)  # type: ignore[arg-type]
+    assert await leases.take(read, "r")
+    await leases.give_back(read, "r")
+    assert store.given == [("r", leases.holder, 4)]
+    assert leases.tokens == {}
+    await leases.give_back(read, "r")  # not held any more: nothing asked of the store
+    await leases.give_back(read, "never")
+    assert store.given == [("r", leases.holder, 4)]
+
+
+async def test_a_give_back_that_fails_is_reported_and_the_run_let_go(autojump_clock: Any) -> None:
+    store = Store(r=2)
+    leases = Leases(store, 30.0)  # type: ignore[arg-type]
+    await leases.take(read, "r")
+    store.fail = OSError("database gone")
+    with capture_events(JournalLeaseGiveBackFailed) as failed:
+        await leases.give_back(read, "r")
+    assert [(e.run_id, e.error) for e in failed] == [("r", "OSError: database gone")]
+    assert leases.tokens == {}  # not renewed: it expires by itself

@@ -32,7 +32,7 @@ Families (docs/events.md lists every record with its fields):
   :class:`RunErrorDetail`, their failures' detail for the log;
 * journal — :class:`JournalAppendFailed`, :class:`JournalRecovered`,
   :class:`JournalUnavailable`, :class:`JournalLeaseLost`, :class:`JournalLeaseRenewFailed`,
-  :class:`JournalAdoptFailed`, :class:`RunNotResumed`;
+  :class:`JournalLeaseGiveBackFailed`, :class:`JournalAdoptFailed`, :class:`RunNotResumed`;
 * shared state — :class:`StateDegraded`, :class:`StateRecovered`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
@@ -54,6 +54,7 @@ from actors.events.diagnostics import (
 from actors.events.journal import (
     JournalAdoptFailed,
     JournalAppendFailed,
+    JournalLeaseGiveBackFailed,
     JournalLeaseLost,
     JournalLeaseRenewFailed,
     JournalRecovered,
@@ -167,6 +168,7 @@ RECORDS: tuple[type[Event], ...] = (
     JournalAdoptFailed,
     JournalAppendFailed,
     JournalLeaseLost,
+    JournalLeaseGiveBackFailed,
     JournalLeaseRenewFailed,
     JournalRecovered,
     JournalUnavailable,
@@ -203,6 +205,7 @@ __all__ = [
     "HookFailed",
     "JournalAdoptFailed",
     "JournalAppendFailed",
+    "JournalLeaseGiveBackFailed",
     "JournalLeaseLost",
     "JournalLeaseRenewFailed",
     "JournalRecovered",

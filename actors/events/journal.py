@@ -94,6 +94,18 @@ class JournalLeaseRenewFailed(Event):
 
 
 @attrs.frozen(kw_only=True, slots=True)
+class JournalLeaseGiveBackFailed(Event):
+    """A run interrupted by a shutdown could not have its lease given back: another
+    daemon takes it over only once the lease expires (in at most ``lease_ttl``)."""
+
+    name: ClassVar[str] = "journal.lease_give_back_failed"
+    level: ClassVar[int] = logging.WARNING
+
+    run_id: str
+    error: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
 class JournalAdoptFailed(Event):
     """Looking for runs to take over (unfinished, their lease expired: their daemon
     died) failed; tried again in ``retry_in`` seconds."""

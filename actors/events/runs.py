@@ -316,6 +316,10 @@ class RunCancelled(RunEvent):
     duration: float
     tokens: int
     cost: float
+    #: A daemon shutting down interrupted the run (``Runs.shutdown``): with a journal,
+    #: the run stays unfinished there — this record does not end it — and a restarted
+    #: daemon resumes it, the nodes in flight run again.
+    resumable: bool = False
 
 
 @attrs.frozen(kw_only=True)

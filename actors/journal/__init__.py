@@ -9,7 +9,8 @@ sees it; what recovery replays (docs/journal.md).
   :class:`RunHeader`, :class:`RunEnding`, :class:`Checkpoint`, :class:`RunRow`);
 * :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
   :func:`dumps` (JSON as the journal writes it), :func:`checksum`, :func:`corrupt`
-  (the ``event_log_corrupt`` error), :data:`TERMINAL` (the terminal record names).
+  (the ``event_log_corrupt`` error), :data:`TERMINAL` (the terminal record names),
+  :func:`ends_run` (a record that ends its run for good: not a resumable cancel).
 
 Recovery itself (replaying a run into a running engine) is
 :meth:`supervisors.runs.Runs.resume`.
@@ -18,7 +19,16 @@ Recovery itself (replaying a run into a running engine) is
 from actors.journal.leases import Leases
 from actors.journal.memory import MemoryStore
 from actors.journal.postgres import PostgresStore
-from actors.journal.records import TERMINAL, Entry, checksum, corrupt, dumps, entry_of, record_of
+from actors.journal.records import (
+    TERMINAL,
+    Entry,
+    checksum,
+    corrupt,
+    dumps,
+    ends_run,
+    entry_of,
+    record_of,
+)
 from actors.journal.sqlite import SqliteStore
 from actors.journal.store import (
     Batch,
@@ -62,6 +72,7 @@ __all__ = [
     "checksum",
     "corrupt",
     "dumps",
+    "ends_run",
     "entry_of",
     "open_journal",
     "record_of",

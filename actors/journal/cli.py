@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from actors.errors import ActorError
-from actors.journal.records import TERMINAL, Entry, record_of
+from actors.journal.records import Entry, ends_run, record_of
 from actors.journal.sqlite import SqliteStore
 from actors.journal.store import RunRow
 from actors.journal.writer import DEFAULT_PATH
@@ -214,7 +214,7 @@ class _Printer:
             print(line.rstrip(), file=self.out)
             if record.name == "run:failed":
                 self.failed = record
-            if record.name in TERMINAL:
+            if ends_run(record):
                 self.ended = True
 
     def failure(self) -> None:
@@ -258,7 +258,10 @@ _DETAILS: dict[str, Callable[[Any], str]] = {
     "approval:decided": lambda r: f"{r.node_id or 'budget'} {r.decision} by {r.by}",
     "run:completed": lambda r: f"{r.duration:.3f}s tokens={r.tokens} cost=${r.cost:.6f}",
     "run:failed": lambda r: f"{r.code} node={r.node_id or '-'} {r.duration:.3f}s",
-    "run:cancelled": lambda r: f"reason={r.reason!r} in_flight={','.join(r.in_flight) or '-'}",
+    "run:cancelled": lambda r: (
+        f"reason={r.reason!r} in_flight={','.join(r.in_flight) or '-'}"
+        + (" resumable" if r.resumable else "")
+    ),
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import trio
 
 from actors.errors import ActorError, Code
-from actors.events import JournalLeaseLost, JournalLeaseRenewFailed
+from actors.events import JournalLeaseGiveBackFailed, JournalLeaseLost, JournalLeaseRenewFailed
 from actors.journal.store import LeaseStore
 from actors.observe import emit
 
@@ -57,6 +57,23 @@ class Leases:
     def drop(self, run_id: str) -> None:
         """Stop renewing ``run_id`` (it ended here, or was never started)."""
         self.tokens.pop(run_id, None)
+
+    async def give_back(self, read: Read, run_id: str) -> None:
+        """Stop renewing ``run_id`` and end its lease on the store now, so another
+        daemon may take the run over at once (a shutdown interrupted it). A store that
+        cannot be reached is reported (``journal.lease_give_back_failed``): the lease
+        then expires by itself."""
+        token = self.tokens.pop(run_id, None)
+        if token is None:
+            return
+        try:
+            await read(self.store.give_back_lease, run_id, self.holder, token)
+        except Exception as exc:  # noqa: BLE001 - reported; the lease expires anyway
+            emit(
+                JournalLeaseGiveBackFailed(
+                    run_id=run_id, error=f"{type(exc).__name__}: {exc}"[:500]
+                )
+            )
 
     def fences(self, runs: Iterable[str]) -> dict[str, tuple[str, int]]:
         """``run id -> (holder, token)`` for the runs of a batch this journal holds."""

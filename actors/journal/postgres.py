@@ -233,6 +233,18 @@ class PostgresStore:
         )
         return {row[0] for row in rows}
 
+    def give_back_lease(self, run_id: str, holder: str, token: int) -> bool:
+        """End ``holder``'s lease on ``run_id`` now if it still carries ``token``: it is
+        expired, not deleted, so the next take bumps the token past every one given."""
+        rows = self._rows(
+            "UPDATE journal_leases SET expires = '-infinity'"
+            " WHERE run_id = %s AND holder = %s AND token = %s RETURNING run_id",
+            run_id,
+            holder,
+            token,
+        )
+        return bool(rows)
+
     def orphans(self) -> list[str]:
         """Unfinished runs nobody holds: no lease, or an expired one (oldest first)."""
         rows = self._rows(

@@ -33,6 +33,14 @@ RUN_RECORDS: Final[Mapping[str, type[RunEvent]]] = {
 }
 TERMINAL: Final = frozenset({"run:completed", "run:failed", "run:cancelled"})
 
+
+def ends_run(record: RunEvent) -> bool:
+    """``record`` ends its run for good: a terminal record, except a ``run:cancelled``
+    that is ``resumable`` (a daemon shutting down interrupted the run: the journal keeps
+    it unfinished, and it is resumed after it)."""
+    return record.name in TERMINAL and not getattr(record, "resumable", False)
+
+
 _CONVERTER: Final = cattrs.Converter(forbid_extra_keys=True)
 _COMMON: Final = ("run_id", "seq", "name", "at")
 

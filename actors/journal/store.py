@@ -151,3 +151,8 @@ class LeaseStore(JournalStore, Protocol):
     def orphans(self) -> list[str]:
         """Unfinished runs with no lease or an expired one."""
         ...
+
+    def give_back_lease(self, run_id: str, holder: str, token: int) -> bool:
+        """End ``holder``'s lease on ``run_id`` now, if it still carries ``token``
+        (another daemon may take the run over at once); whether it did."""
+        ...

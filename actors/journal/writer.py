@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar, cast
 
 import attrs
-import outcome
 import trio
 
 from actors.errors import ActorError, Code
@@ -49,6 +48,8 @@ from actors.journal.store import (
     RunHeader,
 )
 from actors.journal.thread import StoreThread
+from actors.journal.waiters import Waiters
+from actors.nursery import open_nursery_unwrapped
 from actors.observe import emit
 
 #: Seconds before the k-th retry of a failed write (the last one repeats).
@@ -82,45 +83,6 @@ class _Item:
     header: RunHeader | None = None
     ending: RunEnding | None = None
     checkpoint: Checkpoint | None = None
-
-
-class _Waiters:
-    """The tasks waiting on the entries queued since the last batch was taken, woken
-    together when their batch is written (``True``) or fails past the threshold
-    (``False``). Parked with trio's low-level API rather than an ``Event``: a batch of 100
-    appends is 100 tasks woken by one loop, with no parking lot to keep per task."""
-
-    __slots__ = ("fenced", "outcome", "tasks")
-
-    def __init__(self) -> None:
-        self.tasks: list[trio.lowlevel.Task] = []
-        self.outcome: bool | None = None
-        #: The runs the store fenced off in the batch these waited on (nothing of theirs
-        #: was written): set before the release.
-        self.fenced: frozenset[str] = frozenset()
-
-    async def wait(self) -> bool:
-        """``True`` once written, ``False`` when the journal gave up on them for now."""
-        if self.outcome is not None:
-            await trio.lowlevel.checkpoint()
-            return self.outcome
-        task = trio.lowlevel.current_task()
-        self.tasks.append(task)
-
-        written: bool = await trio.lowlevel.wait_task_rescheduled(partial(self.abort, task))
-        return written
-
-    def abort(self, task: trio.lowlevel.Task, _: Any) -> trio.lowlevel.Abort:
-        """A waiter cancelled: it stops waiting (its entry stays queued)."""
-        self.tasks.remove(task)
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def release(self, written: bool) -> None:
-        if self.outcome is None:
-            self.outcome = written
-            for task in self.tasks:
-                trio.lowlevel.reschedule(task, outcome.Value(written))
-            self.tasks.clear()
 
 
 class Journal:
@@ -168,14 +130,14 @@ class Journal:
         #: Consecutive failed writes (0 when the last one succeeded).
         self.failures = 0
         self._queue: list[_Item] = []
-        self._waiters = _Waiters()
+        self._waiters = Waiters()
         self._wake = trio.Event()
         self._lock = trio.Lock()
         self._closing = False
         self._closed = False
         self._claims: set[str] = set()
         #: The batch being written and its waiters (what the writer abandons if it dies).
-        self._current: tuple[list[_Item], list[_Waiters]] = ([], [])
+        self._current: tuple[list[_Item], list[Waiters]] = ([], [])
 
     def claim(self, run_id: str) -> bool:
         """Take ``run_id`` for one engine in this process (``False``: another has it).
@@ -213,6 +175,13 @@ class Journal:
         self._claims.discard(run_id)
         if self.leases is not None:
             self.leases.drop(run_id)
+
+    async def give_back(self, run_id: str) -> None:
+        """Give ``run_id`` back, and on a store with leases end its lease now: a
+        shutdown interrupted the run, and another daemon may resume it at once."""
+        self._claims.discard(run_id)
+        if self.leases is not None:
+            await self.leases.give_back(self.read, run_id)
 
     @property
     def closed(self) -> bool:
@@ -348,7 +317,7 @@ class Journal:
                 continue
             batch, self._queue = self._queue, []
             waiting = [self._waiters]
-            self._waiters = _Waiters()
+            self._waiters = Waiters()
             self._current = (batch, waiting)
             while True:
                 try:
@@ -359,7 +328,7 @@ class Journal:
                     batch.extend(self._queue)  # retried together, in order
                     self._queue = []
                     waiting.append(self._waiters)
-                    self._waiters = _Waiters()
+                    self._waiters = Waiters()
                     continue
                 break
             self._current = ([], [])
@@ -408,7 +377,7 @@ class Journal:
             return self.store.write(content) or frozenset()
         return frozenset()
 
-    async def _failed(self, batch: list[_Item], waiting: list[_Waiters], exc: Exception) -> bool:
+    async def _failed(self, batch: list[_Item], waiting: list[Waiters], exc: Exception) -> bool:
         """Count and report a failed write, halt past the threshold, wait; ``True``
         when the journal is closing and gives up."""
         self.failures += 1
@@ -437,7 +406,7 @@ class Journal:
         await trio.sleep(delay)
         return False
 
-    def _release(self, batch: list[_Item], waiting: list[_Waiters]) -> None:
+    def _release(self, batch: list[_Item], waiting: list[Waiters]) -> None:
         last: dict[int, tuple[JournalOwner, int]] = {}
         for item in batch:
             if item.owner is not None and item.entry is not None:
@@ -484,7 +453,7 @@ async def open_journal(
     try:
         writer = trio.CancelScope(shield=True)
         stopped = trio.Event()
-        async with trio.open_nursery() as nursery:
+        async with open_nursery_unwrapped() as nursery:
             nursery.start_soon(journal._run, writer, stopped)
             if journal.leases is not None:
                 nursery.start_soon(journal.leases.renew_forever, journal.read)

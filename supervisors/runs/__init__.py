@@ -23,6 +23,7 @@ from supervisors.runs.graph import (
 from supervisors.runs.load import load_workflow
 from supervisors.runs.run import Run, RunOutcome, RunStream
 from supervisors.runs.runs import Runs, open_runs
+from supervisors.runs.shutdown import ShutdownSummary
 
 __all__ = [
     "NO_RETRY",
@@ -40,6 +41,7 @@ __all__ = [
     "RunOutcome",
     "RunStream",
     "Runs",
+    "ShutdownSummary",
     "Step",
     "Workflow",
     "load_workflow",

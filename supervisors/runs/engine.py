@@ -102,6 +102,7 @@ class Engine:
         self.finished: dict[str, set[str]] = {}
         self.failure: tuple[ActorError, str | None] | None = None
         self.cancelled: str | None = None
+        self.resumable = False
         #: The nodes a cancel caught in flight, in the order they saw it.
         self.interrupted: dict[str, None] = {}
         self.wake = trio.Event()
@@ -123,10 +124,13 @@ class Engine:
 
     # -- ending ---------------------------------------------------------------------
 
-    def cancel(self, reason: str) -> None:
-        """Cancel the run with ``reason`` (the first reason wins; idempotent)."""
+    def cancel(self, reason: str, *, resumable: bool = False) -> None:
+        """Cancel the run with ``reason`` (the first reason wins; idempotent).
+        ``resumable``: a shutdown interrupts the run, and a journalled run stays
+        resumable (its ``run:cancelled`` says so)."""
         if self.cancelled is None and self.failure is None:
             self.cancelled = reason
+            self.resumable = resumable and self.run.journaled is not None
             self.scope.cancel(reason=reason)
 
     def fail(self, error: ActorError, node_id: str | None) -> None:
@@ -214,6 +218,7 @@ class Engine:
                 None,
                 reason=self.cancelled,
                 in_flight=tuple(self.interrupted),
+                resumable=self.resumable,
                 **common,
             )
         elif self.failure is not None:

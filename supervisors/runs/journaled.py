@@ -40,6 +40,7 @@ from actors.journal import (
     checksum,
     corrupt,
     dumps,
+    ends_run,
     entry_of,
     record_of,
 )
@@ -105,7 +106,7 @@ class RunJournal:
                 body,
                 checksum(record.run_id, record.seq, "", 0.0, body),
             )
-        elif name in TERMINAL:
+        elif ends_run(record):
             ending = _ending(record)
         self.waiting.append(record)
         self.journal.submit(

@@ -23,8 +23,8 @@ from typing import Any
 
 from actors import ActorError
 from actors.events import RunEvent
-from actors.journal import TERMINAL
 from actors.journal import corrupt as _corrupt
+from actors.journal import ends_run
 
 
 def follow(
@@ -123,7 +123,7 @@ class Progress:
         handler = _HANDLERS.get(name)
         if handler is not None:
             handler(self, record)
-        elif name in TERMINAL:
+        elif ends_run(record):
             self.terminal = name
         self.seq += 1
         self.last_at = record.at

@@ -98,7 +98,7 @@ class Run:
         #: What waits for a decision, oldest first, by node id (``None``: the budget).
         self._pending: dict[str | None, list[_Pending]] = {}
         #: The engine's cancel, once it drives the run.
-        self._cancel: Callable[[str], None] | None = None
+        self._cancel: Callable[..., None] | None = None
         self._early_cancel: str | None = None
 
     # -- the stream -----------------------------------------------------------------

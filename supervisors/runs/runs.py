@@ -26,7 +26,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.journal import Journal, RunHeader, dumps
-from actors.lowlevel import cancel_in_effect
+from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
 from actors.nodes import NodeRunner
 from supervisors.breaker import Breaker, BreakerConfig
 from supervisors.budget import Budget, BudgetLimits, Price
@@ -39,6 +39,7 @@ from supervisors.runs.plan import Plan, inputs_of
 from supervisors.runs.progress import Progress
 from supervisors.runs.resume import adopt_forever, resume_run, resume_unfinished
 from supervisors.runs.run import Run, RunOutcome
+from supervisors.runs.shutdown import Shutdown, ShutdownSummary, checked, shut_down
 from supervisors.spec import ChildSpec, SupervisorSpec
 from supervisors.supervisor import Supervisor
 from supervisors.tools import Tools
@@ -96,7 +97,7 @@ async def open_runs(
     runs.journal = journal
     runs.workflows = known
     try:
-        async with trio.open_nursery() as nursery:
+        async with open_nursery_unwrapped() as nursery:
             runs._nursery = nursery
             try:
                 if journal is not None and resume:
@@ -207,6 +208,7 @@ class Runs:
         self.resumed: tuple[Run, ...] = ()
         self.not_resumed: set[str] = set()
         self._adopting = trio.CancelScope()  # the take-over loop (a store with leases)
+        self._shutdown: Shutdown | None = None
 
     async def start(
         self,
@@ -401,13 +403,27 @@ class Runs:
     def get(self, run_id: str) -> Run | None:
         return self.live.get(run_id)
 
-    def close(self, reason: str) -> None:
-        """Start no more runs; cancel the live ones with ``reason``."""
+    def stop_intake(self, reason: str) -> None:
+        """Start, resume and take over no more runs (``actor_stopped``)."""
         if self._closed is None:
             self._closed = reason
         self._adopting.cancel(reason=reason)
+
+    def close(self, reason: str) -> None:
+        """Start no more runs; cancel the live ones with ``reason``."""
+        self.stop_intake(reason)
         for run in list(self.live.values()):
             run.cancel(reason)
+
+    async def shutdown(self, reason: str = "shutdown", grace: float = 30.0) -> ShutdownSummary:
+        """Shut the runs down gracefully (``supervisors/runs/shutdown.py``): intake stops,
+        the live runs get ``grace`` seconds (``math.inf``: no limit) to end, then those
+        still running are cancelled with ``reason`` as *resumable* — with a journal they
+        stay unfinished there and the next daemon resumes them. A second call shortens the
+        grace of the one under way (``grace=0``: now) and returns the same summary.
+        ``input_validation`` for an empty reason or a negative or NaN grace."""
+        reason, grace = checked(reason, grace)
+        return await shut_down(self, reason, grace)
 
     async def _drive(self, engine: Engine) -> None:
         run_id = engine.run.run_id
@@ -417,9 +433,13 @@ class Runs:
             del self.live[run_id]
             with trio.CancelScope(shield=True):
                 await _terminate(self.supervisor, run_id, f"run {engine.run.status}")
-                if engine.run.journaled is not None:  # the terminal record is durable
-                    await engine.run.journaled.settled()
-                    engine.run.journaled.journal.release(run_id)
+                journaled = engine.run.journaled
+                if journaled is not None:  # the terminal record is durable
+                    await journaled.settled()
+                    if engine.resumable:  # a shutdown: the next daemon may take it now
+                        await journaled.journal.give_back(run_id)
+                    else:
+                        journaled.journal.release(run_id)
             engine.run.settle()
 
     def _plan(self, workflow: Workflow) -> Plan | ActorError:

@@ -1,0 +1,133 @@
+"""Running runs as a long-running service: signals start a graceful shutdown.
+
+::
+
+    async with open_daemon(grace=30) as daemon:
+        async with open_journal(path) as journal, open_tree(spec) as tree, open_runs(
+            tree, journal=journal, workflows=[flow]
+        ) as runs:
+            nursery.start_soon(intake, runs, daemon.stopping)  # your tasks' source
+            summary = await daemon.serve(runs)
+    print(summary.line())
+
+:func:`open_daemon` listens for ``SIGTERM`` and ``SIGINT`` (``trio.open_signal_receiver``:
+Ctrl-C is a signal like the other, never a ``KeyboardInterrupt`` inside the block). The
+first one sets :attr:`Daemon.stopping` with the reason ``"sigterm"`` / ``"sigint"``;
+:meth:`Daemon.serve` then shuts the runs down (:meth:`Runs.shutdown
+<supervisors.runs.Runs.shutdown>`): intake stops, the runs in flight get ``grace``
+seconds, and those still running are cancelled *resumable* — journalled as cancelled
+and resumed by the next daemon on the journal. A second signal ends the grace at once.
+Leaving the blocks then stops the tree's actors in reverse start order (each
+``on_stop`` runs) and writes what the journal has queued before closing it. The
+process exits normally (status 0) — print the summary's one line on the way out.
+
+:meth:`Daemon.stop` does what a signal does, for a daemon stopped from code (an admin
+endpoint, a test). Signals are only received while the block runs; the previous
+handlers come back when it is left. ``open_daemon`` must run in the main thread (it
+is where Python delivers signals).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Final
+
+import trio
+
+from actors import ActorError, Code
+from actors.lowlevel import open_nursery_unwrapped
+from supervisors.runs import Runs, ShutdownSummary
+
+#: The signals a daemon shuts down on by default.
+SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+#: Seconds the runs in flight get by default before they are interrupted.
+GRACE: Final = 30.0
+
+
+class Daemon:
+    """The shutdown state of one :func:`open_daemon` block (see the module docstring)."""
+
+    def __init__(self, grace: float, nursery: trio.Nursery) -> None:
+        #: Seconds the runs in flight get once a shutdown starts.
+        self.grace = grace
+        #: Set by the first signal or :meth:`stop`: intake should stop.
+        self.stopping = trio.Event()
+        #: Why the daemon is stopping (``"sigterm"``, ``"sigint"``, or what :meth:`stop`
+        #: was given); ``None`` until then.
+        self.reason: str | None = None
+        #: A second signal or stop came: the grace is over.
+        self.hurried = False
+        self._nursery = nursery
+        self._runs: Runs | None = None
+
+    def stop(self, reason: str = "stop") -> None:
+        """Start the shutdown with ``reason``, as a signal would; a second call ends the
+        grace at once. ``input_validation`` for an empty reason."""
+        if type(reason) is not str or not reason:
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION, "Daemon.stop: reason must be a non-empty string"
+            )
+        if not self.stopping.is_set():
+            self.reason = reason
+            self.stopping.set()
+            return
+        self.hurried = True
+        runs = self._runs
+        if runs is not None and not self._nursery.cancel_scope.cancel_called:
+            assert self.reason is not None
+            self._nursery.start_soon(runs.shutdown, self.reason, 0.0)
+
+    async def serve(self, runs: Runs) -> ShutdownSummary:
+        """Wait for a signal (or :meth:`stop`), then shut ``runs`` down gracefully and
+        return what the shutdown did. A cancel of the caller interrupts the runs as a
+        shutdown would (resumable) before it goes on."""
+        if not isinstance(runs, Runs):
+            raise ActorError.from_code(
+                Code.INPUT_VALIDATION,
+                f"Daemon.serve: runs must be a Runs, got {type(runs).__name__}",
+            )
+        self._runs = runs
+        try:
+            await self.stopping.wait()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await runs.shutdown("cancelled", 0.0)
+            raise
+        assert self.reason is not None
+        return await runs.shutdown(self.reason, 0.0 if self.hurried else self.grace)
+
+    async def _watch(
+        self, signals: tuple[signal.Signals, ...], *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        with trio.open_signal_receiver(*signals) as received:
+            task_status.started()
+            async for signum in received:
+                self.stop(signal.Signals(signum).name.lower())
+
+
+@asynccontextmanager
+async def open_daemon(
+    *, grace: float = GRACE, signals: Iterable[signal.Signals] = SIGNALS
+) -> AsyncIterator[Daemon]:
+    """A :class:`Daemon` listening for ``signals`` (default ``SIGTERM`` and ``SIGINT``)
+    for the duration of the block (see the module docstring). ``grace``: seconds the runs
+    in flight get once the shutdown starts (``math.inf``: no limit). ``input_validation``
+    for a negative or NaN grace, or no signal."""
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "open_daemon: grace must be seconds >= 0 (inf: no limit)"
+        )
+    wanted = tuple(signals)
+    if not wanted or not all(isinstance(s, signal.Signals) for s in wanted):
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "open_daemon: signals must be signal.Signals, at least one"
+        )
+    async with open_nursery_unwrapped() as nursery:
+        daemon = Daemon(float(grace), nursery)
+        await nursery.start(daemon._watch, wanted)  # the handlers are in place
+        try:
+            yield daemon
+        finally:
+            nursery.cancel_scope.cancel(reason="daemon block left")

@@ -1,0 +1,140 @@
+"""open_daemon: SIGTERM / SIGINT start a graceful shutdown of the runs; a second signal
+ends the grace; Daemon.stop does the same from code. Real signals to this process,
+virtual time."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from typing import Any
+
+import pytest
+import trio
+
+from actors.journal import MemoryStore, record_of
+from supervisors import Daemon, open_daemon
+from tests.journal_helpers import journalled
+from tests.test_runs_shutdown import Slow
+
+
+async def _signal_at(seconds: float, signum: int) -> None:
+    await trio.sleep(seconds)
+    os.kill(os.getpid(), signum)
+
+
+@pytest.mark.parametrize(
+    ("signum", "reason"), [(signal.SIGTERM, "sigterm"), (signal.SIGINT, "sigint")]
+)
+async def test_a_signal_shuts_the_runs_down_after_the_grace(
+    autojump_clock: Any, signum: int, reason: str
+) -> None:
+    store, slow = MemoryStore(), Slow()
+    workflow = slow.workflow()
+    async with (
+        open_daemon(grace=5) as daemon,
+        journalled(store, workflows=[workflow]) as (_, runs, _journal),
+    ):
+        await runs.start(workflow, {"seconds": 3}, run_id="quick")
+        await runs.start(workflow, {"seconds": 100}, run_id="long")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_signal_at, 1.0, signum)
+            summary = await daemon.serve(runs)
+        assert trio.current_time() == 6.0  # the signal at 1, then the 5 s grace
+    assert (daemon.reason, daemon.stopping.is_set(), daemon.hurried) == (reason, True, False)
+    assert (summary.reason, summary.finished, summary.interrupted) == (
+        reason,
+        {"completed": 1},
+        ("long",),
+    )
+    last = record_of(store.entries("long")[-1])
+    assert (last.name, last.reason, last.resumable) == ("run:cancelled", reason, True)
+    assert store.unfinished() == ["long"]
+
+
+async def test_a_second_signal_ends_the_grace_at_once(autojump_clock: Any) -> None:
+    slow = Slow()
+    async with open_daemon(grace=30) as daemon, journalled() as (_, runs, _journal):
+        await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_signal_at, 1.0, signal.SIGTERM)
+            nursery.start_soon(_signal_at, 3.0, signal.SIGINT)
+            summary = await daemon.serve(runs)
+        assert trio.current_time() == 3.0
+    assert (daemon.reason, daemon.hurried, summary.reason) == ("sigterm", True, "sigterm")
+    assert (summary.interrupted, summary.took) == (("r",), 2.0)
+
+
+async def test_two_signals_before_serve_give_no_grace(autojump_clock: Any) -> None:
+    slow = Slow()
+    async with open_daemon(grace=30) as daemon, journalled() as (_, runs, _journal):
+        await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+        daemon.stop("first")
+        daemon.stop("second")
+        summary = await daemon.serve(runs)
+        assert trio.current_time() == 0.0
+    assert (summary.reason, summary.grace, summary.interrupted) == ("first", 0.0, ("r",))
+
+
+async def test_stop_from_code_is_a_signal(autojump_clock: Any) -> None:
+    async with open_daemon(grace=2) as daemon, journalled() as (_, runs, _journal):
+        daemon.stop("admin")
+        summary = await daemon.serve(runs)
+    assert summary.line() == (
+        "shutdown (admin): 0 runs ended in the grace, 0 interrupted and resumable, 0.00 s"
+    )
+
+
+async def test_a_cancelled_serve_interrupts_the_runs_resumably(autojump_clock: Any) -> None:
+    store, slow = MemoryStore(), Slow()
+    async with open_daemon() as daemon, journalled(store) as (_, runs, _journal):
+        run = await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+        with trio.move_on_after(4):
+            await daemon.serve(runs)
+        outcome = await run.wait()
+    assert (outcome.status, outcome.reason) == ("cancelled", "cancelled")
+    assert record_of(store.entries("r")[-1]).resumable is True
+    assert not daemon.stopping.is_set()
+
+
+async def test_the_signal_handlers_come_back_after_the_block(autojump_clock: Any) -> None:
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    async with open_daemon(signals=[signal.SIGTERM]) as daemon:
+        assert signal.getsignal(signal.SIGTERM) != before[0]
+        assert signal.getsignal(signal.SIGINT) == before[1]  # only the signals asked for
+        assert daemon.grace == 30.0
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+async def test_an_error_in_the_block_comes_out_as_raised(autojump_clock: Any) -> None:
+    with pytest.raises(ZeroDivisionError):
+        async with open_daemon():
+            1 / 0  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"grace": -1}, "grace must be seconds >= 0"),
+        ({"grace": math.nan}, "grace must be seconds >= 0"),
+        ({"grace": True}, "grace must be seconds >= 0"),
+        ({"signals": []}, "signals must be signal.Signals, at least one"),
+        ({"signals": [15]}, "signals must be signal.Signals, at least one"),
+    ],
+)
+async def test_bad_daemon_settings_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(Exception, match=rf"^\[input_validation\] open_daemon: {message}"):
+        async with open_daemon(**options):
+            pass
+
+
+async def test_bad_calls_are_refused(autojump_clock: Any) -> None:
+    async with open_daemon() as daemon:
+        assert isinstance(daemon, Daemon)
+        with pytest.raises(Exception, match=r"^\[input_validation\] Daemon.stop: reason must"):
+            daemon.stop("")
+        with pytest.raises(
+            Exception, match=r"^\[input_validation\] Daemon.serve: runs must be a Runs, got str"
+        ):
+            await daemon.serve("runs")  # type: ignore[arg-type]
+        assert not daemon.stopping.is_set()
