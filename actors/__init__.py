@@ -4,7 +4,7 @@ Everything a user needs is re-exported here; submodules not listed may change. W
 supervisor uses to drive actor slots is in :mod:`actors.lowlevel`.
 """
 
-from actors.actor import Actor, ActorRef, CellState
+from actors.actor import Actor, ActorRef
 from actors.deadletters import DeadLetter, DeadLetters
 from actors.errors import (
     CODE_TABLE,
@@ -30,7 +30,6 @@ from actors.errors import (
 from actors.events import Event, EventHook
 from actors.observe import add_event_hook, bind_context, configure_logging, get_logger
 from actors.redact import redact_text, register_secret
-from actors.registry import Registry
 from actors.runtime import Runtime, open_runtime
 from actors.usage import Usage
 
@@ -40,7 +39,6 @@ __all__ = [
     "ActorError",
     "ActorRef",
     "CancelledError",
-    "CellState",
     "Code",
     "CodeInfo",
     "DeadLetter",
@@ -52,7 +50,6 @@ __all__ = [
     "InternalError",
     "LimitError",
     "ProviderError",
-    "Registry",
     "Runtime",
     "SecurityError",
     "StoreError",

@@ -186,7 +186,9 @@ class ActorAddress(Protocol):
         """The slot's path, as errors and events name it (``actor``)."""
 
     @property
-    def state(self) -> CellState: ...
+    def state(self) -> CellState:
+        """The slot's state now."""
+        ...
 
     @property
     def restarts(self) -> int:
@@ -198,7 +200,9 @@ class ActorAddress(Protocol):
         dead-letter)."""
 
     @property
-    def mailbox(self) -> Mailbox: ...
+    def mailbox(self) -> Mailbox:
+        """The slot's mailbox (its messages outlive restarts)."""
+        ...
 
     @property
     def timer(self) -> DeadlineTimer:
@@ -237,18 +241,23 @@ class ActorRef:
 
     @property
     def name(self) -> str:
+        """The actor's name in its runtime."""
         return self._address.name
 
     @property
     def path(self) -> str:
+        """The actor's path (``tree/sub/worker``), as errors and events name it."""
         return self._address.path
 
     @property
     def state(self) -> CellState:
+        """The slot's state now (starting, running, restarting, backing off, stopping,
+        stopped)."""
         return self._address.state
 
     @property
     def restarts(self) -> int:
+        """How many times the actor behind this ref was restarted (the ref stays valid)."""
         return self._address.restarts
 
     def __repr__(self) -> str:

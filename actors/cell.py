@@ -59,7 +59,10 @@ class Supervision(Protocol):
     def after_crash(self, cell: ActorCell, error: ActorError) -> AfterCrash:
         """What the cell does after a handler raised ``error`` (asked synchronously)."""
 
-    def cancel_reason(self) -> str | None: ...
+    def cancel_reason(self) -> str | None:
+        """The reason of a cancel of this subtree (kill, abort) or of a scope around
+        it, once one came; ``None`` before."""
+        ...
 
     def note_cancel(self, reason: str) -> str:
         """A ``trio.Cancelled`` that its own scope did not ask for reached an incarnation:
@@ -312,6 +315,7 @@ class ActorCell:
         self.kill_reason = None
 
     async def wait_stopped(self) -> None:
+        """Return once the slot is stopped for good (at once if it already is)."""
         if self.state is CellState.STOPPED:
             await trio.lowlevel.checkpoint()
             return

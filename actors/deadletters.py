@@ -55,6 +55,8 @@ class DeadLetters:
         return remove
 
     def record(self, target: str, message: Any, reason: str) -> None:
+        """Count a message that reached nobody and hand it to the hooks (``target``: the
+        actor it was for; ``reason``: why it was not delivered)."""
         now = trio.current_time()
         letter = DeadLetter(target=target, message=message, reason=reason, at=now)
         self.total += 1

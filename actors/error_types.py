@@ -237,7 +237,7 @@ FAMILY_BY_CLASS: Final[Mapping[ErrorClass, type[ActorError]]] = {
 
 @attrs.frozen(kw_only=True)
 class Failure:
-    """A failure returned as a value (seed 001: errors are values).
+    """A failure returned as a value (errors are values).
 
     Build it with :func:`fail`. ``retryable=None`` means "not said"; normalization turns
     it into ``False`` — a step must opt in to being retried.

@@ -6,12 +6,13 @@ incarnations, answers the :class:`Supervision` protocol and reads each :class:`E
 Those names live here, apart from the user-facing namespace. They are stable enough to
 build a supervisor on, but expect them to change more often than :mod:`actors`.
 
+A slot's :class:`CellState` and the runtime's name :class:`Registry` are here as well.
 The two protocols around a slot are here too, for fakes and alternative runtimes: an
 :class:`ActorAddress` is what an :class:`~actors.actor.ActorRef` needs of its slot, a
 :class:`CellHost` what a slot needs of its runtime.
 """
 
-from actors.actor import DEFAULT_CALL_TIMEOUT, ActorAddress, ActorRef
+from actors.actor import DEFAULT_CALL_TIMEOUT, ActorAddress, ActorRef, CellState
 from actors.cell import ActorCell, CellHost, Supervision
 from actors.cleanup import DEFAULT_CLEANUP_BUDGET
 from actors.errors import cancel_in_effect, cancellation_reason, current_cancel_reason
@@ -19,6 +20,7 @@ from actors.exits import AfterCrash, Exit, ExitKind
 from actors.mailbox import DEFAULT_CAPACITY, Overflow
 from actors.nursery import open_nursery_unwrapped, run_to_completion
 from actors.observe import emit, enabled
+from actors.registry import Registry
 
 
 def cell_of(ref: ActorRef) -> ActorCell:
@@ -40,9 +42,11 @@ __all__ = [
     "ActorCell",
     "AfterCrash",
     "CellHost",
+    "CellState",
     "Exit",
     "ExitKind",
     "Overflow",
+    "Registry",
     "Supervision",
     "cancel_in_effect",
     "cancellation_reason",

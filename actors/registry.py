@@ -25,11 +25,13 @@ class Registry:
         self._names: dict[str, ActorRef] = {}
 
     def register(self, name: str, ref: ActorRef) -> None:
+        """Name ``ref``; ``name_taken`` when the name is in use."""
         if name in self._names:
             raise ActorError.from_code(Code.NAME_TAKEN, f"name {name!r} is already registered")
         self._names[name] = ref
 
     def unregister(self, name: str, ref: ActorRef) -> None:
+        """Drop ``name`` if it still names ``ref`` (a later holder of the name is kept)."""
         if self._names.get(name) is ref:
             del self._names[name]
 

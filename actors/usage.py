@@ -19,6 +19,7 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:

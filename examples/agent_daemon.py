@@ -110,7 +110,7 @@ PRICES = {
     ("beta", BETA_MODEL): Price(input_per_mtok=3.00, output_per_mtok=15.00),
 }
 
-# Seed 003's schedules, scaled down so the demo runs in seconds (Retry-After is honoured
+# The default schedules, scaled down so the demo runs in seconds (Retry-After is honoured
 # exactly, as in production).
 FAST = Backoff(initial=0.2, factor=2, max=1.0, jitter=0.1)
 RULES = RetryRules(

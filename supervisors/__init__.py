@@ -32,7 +32,6 @@ from supervisors.ratelimit import Permit, RateLimit, RateLimiter
 from supervisors.resilient import Resilience
 from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
-from supervisors.state import MemoryState, StateBackend
 from supervisors.supervisor import ChildInfo, ChildState, Supervisor
 from supervisors.tools import Tools, tool_hosts
 from supervisors.tree import Tree, open_tree
@@ -59,7 +58,6 @@ __all__ = [
     "Dimension",
     "Directive",
     "Ledger",
-    "MemoryState",
     "Permit",
     "Policy",
     "PoolStream",
@@ -71,7 +69,6 @@ __all__ = [
     "RetryLater",
     "RetryPolicy",
     "RetryRules",
-    "StateBackend",
     "Supervisor",
     "SupervisorSpec",
     "Target",

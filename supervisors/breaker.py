@@ -1,4 +1,4 @@
-"""Circuit breakers per provider (seed 004), one probe at a time, cancellation-neutral.
+"""Circuit breakers per provider, one probe at a time, cancellation-neutral.
 
 ::
 
@@ -13,16 +13,16 @@
 * Keys: the provider; ``model_not_found`` opens the (provider, model) key instead, so a
   model downgrade on the same provider still works. A call is admitted only when both its
   provider key and its (provider, model) key admit it.
-* closed → open after ``failure_threshold`` consecutive *counting* failures (default 1,
-  as seed 004). Counting: retryable errors, plus ``auth`` and ``payment`` which open at
-  once and **permanently** (until :meth:`Breaker.reset`), plus ``model_not_found`` (per
-  model, permanent). Request errors (``bad_request``, ``content_filter``,
+* closed → open after ``failure_threshold`` consecutive *counting* failures (default
+  1). Counting: retryable errors, plus ``auth`` and ``payment`` which open at once and
+  **permanently** (until :meth:`Breaker.reset`), plus ``model_not_found`` (per model,
+  permanent). Request errors (``bad_request``, ``content_filter``,
   ``context_window_exceeded``) and other non-retryable errors never count against the
   provider.
 * Cooldown by code: ``rate_limited`` = the error's ``retry_after``, else 60 s; ``timeout``
   30 s; ``unavailable`` 60 s; others 60 s; configurable. A longer ``retry_after`` raises
   any cooldown.
-* open → half-open at the probe time: seed 004's early probe, cooldown - 30 s, when the
+* open → half-open at the probe time: an early probe, cooldown - 30 s, when the
   cooldown is longer than 30 s — except when the cooldown came from a ``Retry-After``,
   which is honoured exactly. In half-open **exactly one** probe is admitted at a time
   (a lease of ``probe_lease`` seconds); everyone else fails fast with ``circuit_open``
@@ -265,6 +265,8 @@ class Breaker:
                 )
 
     async def state_of(self, provider: str, model: str | None = None) -> BreakerState:
+        """The state of ``provider``'s breaker (or of its ``model``'s, for the per-model
+        codes) as a caller would see it now; changes nothing."""
         key = provider if model is None else model_key(provider, model)
         return await self.state.breaker_state(key, now=trio.current_time())
 

@@ -77,6 +77,7 @@ class Price:
     output_per_mtok: float = attrs.field(validator=_dollars)
 
     def cost(self, usage: Usage) -> float:
+        """Dollars for ``usage`` at these per-million-token prices."""
         return (
             usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
         ) / 1_000_000
@@ -128,6 +129,7 @@ class BudgetLimits:
     )
 
     def cap(self, dimension: Dimension) -> float | None:
+        """The limit on ``dimension`` (``None``: none)."""
         value = getattr(self, str(dimension))
         return None if value is None else float(value)
 
@@ -179,6 +181,7 @@ class Budget:
         return float("inf") if seconds is None else self.started_at + seconds
 
     def used(self, dimension: Dimension) -> float:
+        """What the run has used of ``dimension`` so far (seconds: since it started)."""
         if dimension is Dimension.SECONDS:
             return trio.current_time() - self.started_at
         return float(getattr(self, str(dimension)))

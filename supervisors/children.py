@@ -35,9 +35,9 @@ from typing import Any, Final, Protocol
 import attrs
 import trio
 
-from actors import ActorError, ActorRef, CellState, Code, Runtime
+from actors import ActorError, ActorRef, Code, Runtime
 from actors.events import ChildStopped
-from actors.lowlevel import DEFAULT_CLEANUP_BUDGET, ActorCell, Supervision, emit, enabled
+from actors.lowlevel import DEFAULT_CLEANUP_BUDGET, ActorCell, CellState, Supervision, emit, enabled
 from supervisors.backoff import Backoff
 from supervisors.policy import Directive
 from supervisors.spec import ChildSpec, Strategy

@@ -1,7 +1,7 @@
 """Directives: what a supervisor does after a failure, by error class and code.
 
 Adapters classify; supervisors decide. This module holds the default decision for every
-error class (with per-code exceptions), following the seeds:
+error class (with per-code exceptions):
 
 * provider transient and tool transient → ``restart`` (with backoff, honouring
   ``retry_after``);

@@ -39,6 +39,8 @@ class RateLimit:
     token_burst: float | None = None
 
     def specs(self, key: str) -> dict[str, BucketSpec]:
+        """The token buckets this limit needs under ``key``: requests and/or tokens, by
+        bucket key."""
         specs = {}
         if self.requests_per_minute is not None:
             specs[f"{key}:requests"] = BucketSpec(

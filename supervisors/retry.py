@@ -1,6 +1,6 @@
-"""Retry schedules (seed 003), bounded by a total deadline, honouring Retry-After exactly.
+"""Retry schedules, bounded by a total deadline, honouring Retry-After exactly.
 
-An *attempt* here is a retry, as in seed 003's schedules: every attempt is preceded by
+An *attempt* here is a retry: every attempt is preceded by
 one step of its schedule, and the first call is not an attempt. So the rate-limit default
 (6 attempts, 5 → 10 → 20 → 40 → 80 → 160 s) makes up to 7 calls, sleeping each step once,
 and after the sixth attempt fails the error is terminal — **no sleep after the last

@@ -120,9 +120,13 @@ class Supervisor:
         self.children.of_cell(cell).terminating()
 
     def after_crash(self, cell: ActorCell, error: ActorError) -> AfterCrash:
+        """The :class:`~actors.lowlevel.Supervision` answer for a child that crashed with
+        ``error``: resume, restart or stop, by this supervisor's policy."""
         return self._decider.after_crash(self.children.of_cell(cell), error)
 
     async def stop_child(self, cell: ActorCell, reason: str, timeout: float | None) -> None:
+        """Stop the child behind ``cell`` for good (its ``ActorRef.stop``): terminated
+        here, with ``reason``."""
         await self.terminate_child(self.children.of_cell(cell).id, reason=reason)
 
     # --- running --------------------------------------------------------------------------
@@ -360,6 +364,7 @@ class Supervisor:
             self._kill_pending = reason
 
     def root(self) -> Supervisor:
+        """The supervisor at the top of this one's tree."""
         node = self
         while node.parent is not None:
             node = node.parent

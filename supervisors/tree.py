@@ -10,7 +10,7 @@ import trio
 from actors import ActorError, ActorRef, Runtime, open_runtime
 from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
 from supervisors.spec import SupervisorSpec
-from supervisors.supervisor import Supervisor
+from supervisors.supervisor import ChildInfo, Supervisor
 
 
 @asynccontextmanager
@@ -102,3 +102,20 @@ class Tree:
     def abort(self, reason: str) -> None:
         """Abort the whole tree: everything inside reports ``cancelled`` with ``reason``."""
         self.root.abort(reason)
+
+    def which_children(self, *path: str) -> list[ChildInfo]:
+        """The children of the root (or of the nested supervisor at ``path``, by child
+        ids) in start order: id, state, restarts, kind, ref — OTP's ``which_children``.
+        ``child_not_found`` for a path that names no supervisor."""
+        return self._supervisor(path).which_children()
+
+    def count_children(self, *path: str) -> dict[str, int]:
+        """``specs``, ``active``, ``supervisors`` and ``workers`` of the root (or of the
+        nested supervisor at ``path``), as OTP's ``count_children``."""
+        return self._supervisor(path).count_children()
+
+    def _supervisor(self, path: tuple[str, ...]) -> Supervisor:
+        sup = self.root
+        for step in path:
+            sup = sup.child(step)
+        return sup

@@ -15,12 +15,13 @@ import trio
 from outcome import Error, Value
 from trio.testing import MockClock
 
-from actors import Actor, ActorError, ActorRef, CellState, Code, DeadLetter, DeadLetters
+from actors import Actor, ActorError, ActorRef, Code, DeadLetter, DeadLetters
 from actors.lowlevel import (
     ActorAddress,
     ActorCell,
     AfterCrash,
     CellHost,
+    CellState,
     Exit,
     ExitKind,
     cell_of,

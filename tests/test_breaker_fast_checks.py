@@ -10,7 +10,8 @@ import trio
 from trio.testing import MockClock
 
 from actors import ActorError, Code
-from supervisors import Breaker, BreakerConfig, MemoryState
+from supervisors import Breaker, BreakerConfig
+from supervisors.state import MemoryState
 
 
 class Shared:

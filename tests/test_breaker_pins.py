@@ -17,9 +17,9 @@ from trio.testing import MockClock
 
 from actors import ActorError, Code
 from actors.testing import capture_events
-from supervisors import Breaker, BreakerConfig, MemoryState
+from supervisors import Breaker, BreakerConfig
 from supervisors.breaker import DEFAULT_COOLDOWNS, Admission, model_key
-from supervisors.state import BreakerSnapshot, Transition
+from supervisors.state import BreakerSnapshot, MemoryState, Transition
 from supervisors.state.base import BreakerState
 
 BIG = "alpha\x1fmodel\x1fbig"

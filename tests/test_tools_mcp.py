@@ -26,8 +26,9 @@ if os.environ.get("CI"):
 else:
     pytest.importorskip("mcp", reason="the mcp extra is not installed (CI requires it)")
 
-from actors import ActorError, CellState, Code, open_runtime
+from actors import ActorError, Code, open_runtime
 from actors.events import ToolFallback
+from actors.lowlevel import CellState
 from actors.testing import capture_events
 from actors.tools import ALL, McpHost, McpServer, RunTool, ToolContext, ToolGroup, tool
 from actors.tools.mcp import McpToolReport

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from actors.journal.records import Entry
-from actors.journal.store import Batch, Checkpoint, RunRow
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunRow
 
 
-class MemoryStore:
+class MemoryStore(JournalStore):
     """A :class:`~actors.journal.store.JournalStore` in memory (see the module docstring)."""
 
     inline: ClassVar[bool] = True

@@ -30,7 +30,7 @@ from typing import Any, Final
 from actors.errors import ActorError, Code
 from actors.journal.records import Entry
 from actors.journal.sql import write_statements
-from actors.journal.store import Batch, Checkpoint, RunRow
+from actors.journal.store import Batch, Checkpoint, LeaseStore, RunRow
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS journal_runs (
@@ -98,7 +98,7 @@ _RUN_COLUMNS: Final = (
 )
 
 
-class PostgresStore:
+class PostgresStore(LeaseStore):
     """A :class:`~actors.journal.store.JournalStore` in a PostgreSQL database (see the
     module docstring). ``dsn``: a libpq connection string or URL (its password never
     appears in an error of this store). Several daemons may write to one database:
@@ -130,6 +130,7 @@ class PostgresStore:
 
     @property
     def db(self) -> Any:
+        """The open psycopg connection; ``actor_stopped`` once the store is closed."""
         if self._db is None:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal store is closed")
         return self._db

@@ -20,7 +20,7 @@ from typing import Any, Final
 from actors.errors import ActorError, Code
 from actors.journal.records import Entry
 from actors.journal.sql import write_statements
-from actors.journal.store import Batch, Checkpoint, RunRow
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunRow
 
 SCHEMA_VERSION: Final = 1
 
@@ -63,7 +63,7 @@ _RUN_COLUMNS: Final = (
 )
 
 
-class SqliteStore:
+class SqliteStore(JournalStore):
     """A :class:`~actors.journal.store.JournalStore` in one SQLite file."""
 
     def __init__(
@@ -112,6 +112,7 @@ class SqliteStore:
 
     @property
     def db(self) -> sqlite3.Connection:
+        """The open SQLite connection; ``actor_stopped`` once the store is closed."""
         if self._db is None:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal store is closed")
         return self._db

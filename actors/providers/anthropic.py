@@ -33,6 +33,7 @@ from actors.providers.base import (
 )
 from actors.providers.dialect import (
     Count,
+    Dialect,
     ErrorAnswer,
     JsonObject,
     StreamState,
@@ -200,7 +201,7 @@ def _message(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
-class AnthropicDialect:
+class AnthropicDialect(Dialect):
     """Anthropic's Messages API: ``x-api-key`` and ``anthropic-version`` headers, a
     ``type: message`` answer of content blocks, SSE events ending with ``message_stop``."""
 

@@ -117,6 +117,11 @@ class ToolCall:
 
 @attrs.frozen(kw_only=True)
 class Message:
+    """One message of a conversation: its ``role`` (``system``, ``user``, ``assistant``,
+    ``tool``), its text ``content``, the ``tool_calls`` of an assistant message, and the
+    ``tool_call_id`` a ``tool`` message answers. Bad fields raise ``input_validation``
+    naming the field."""
+
     role: Role = attrs.field(
         validator=_expect(f"one of {', '.join(ROLES)}", lambda value: value in ROLES)
     )
@@ -191,6 +196,11 @@ class LlmRequest:
 
 @attrs.frozen(kw_only=True)
 class LlmResponse:
+    """A whole answer: its text (``content``), the ``tool_calls`` the model asked for,
+    ``finish_reason`` as the provider said it, ``usage`` (tokens; zeros when the provider
+    reports none), which ``provider`` and ``model`` answered, and ``latency`` (seconds
+    from sending to the last byte)."""
+
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
@@ -224,6 +234,10 @@ class StreamEvent:
 
 @attrs.frozen(kw_only=True)
 class Capabilities:
+    """What a model can do: call tools, stream, and how many tokens of context it takes
+    (``context_window``). Per model in :attr:`ProviderConfig.models`; the pool skips a
+    target whose model cannot do what a request needs."""
+
     tools: bool = True
     streaming: bool = True
     context_window: int = 128_000
@@ -259,9 +273,12 @@ class ProviderConfig:
     max_in_flight: int = 256
 
     def capabilities(self, model: str) -> Capabilities:
+        """What ``model`` can do: its entry in ``models``, else ``default_capabilities``."""
         return self.models.get(model, self.default_capabilities)
 
     def resolve_api_key(self) -> str | None:
+        """The key to send: ``api_key`` itself, or what it returns when it is a callable
+        (read at each request, so a rotated key is picked up); ``None`` for none."""
         key: str | None
         if callable(self.api_key):
             key = self.api_key()
@@ -362,9 +379,14 @@ class LlmProvider(Protocol):
 
     name: str
 
-    async def complete(self, request: LlmRequest) -> LlmResponse: ...
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        """The whole answer to ``request``, or its typed failure (``ActorError``)."""
+        ...
 
-    def stream(self, request: LlmRequest) -> AbstractAsyncContextManager[EventStream]: ...
+    def stream(self, request: LlmRequest) -> AbstractAsyncContextManager[EventStream]:
+        """``async with provider.stream(request) as events:`` the answer as it comes
+        (an :class:`EventStream`); leaving the block early closes the request."""
+        ...
 
 
 class StreamReader:

@@ -12,6 +12,7 @@ from actors.errors import ActorError
 from actors.nursery import open_nursery_unwrapped
 from actors.providers.base import (
     Complete,
+    LlmProvider,
     LlmRequest,
     LlmResponse,
     Stream,
@@ -20,7 +21,7 @@ from actors.providers.base import (
 )
 
 
-class ProviderClient:
+class ProviderClient(LlmProvider):
     """Calls a provider actor. Cancelling the caller cancels the HTTP request.
 
     ``stream()`` hands events over a zero-capacity channel: the adapter sends the next

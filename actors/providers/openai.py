@@ -18,6 +18,7 @@ from actors.providers.base import (
 )
 from actors.providers.dialect import (
     Count,
+    Dialect,
     ErrorAnswer,
     StreamState,
     event_json,
@@ -123,7 +124,7 @@ def _message(message: Message) -> dict[str, Any]:
     return out
 
 
-class OpenAIDialect:
+class OpenAIDialect(Dialect):
     """OpenAI-compatible chat completions: bearer authentication, ``choices``, SSE chunks
     ending with ``data: [DONE]`` (or, for servers that omit it, a finish reason)."""
 

@@ -157,6 +157,7 @@ class ItemError:
     )
 
     def as_dict(self) -> dict[str, Any]:
+        """The error as JSON data: ``item``, ``code``, ``message``."""
         return {"item": self.item, "code": str(self.code), "message": self.message}
 
 
@@ -215,6 +216,7 @@ class ToolResult(NamedTuple):
 
     @property
     def partial(self) -> bool:
+        """Whether some items failed (``errors`` is not empty) while the call succeeded."""
         return bool(self.errors)
 
     def for_model(self) -> dict[str, Any]:

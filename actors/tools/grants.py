@@ -64,6 +64,7 @@ class Grants:
 
     @classmethod
     def of(cls, names: Iterable[str]) -> Grants:
+        """Grants for these tool names, each without argument constraints."""
         return cls(dict.fromkeys(names))
 
     def __attrs_post_init__(self) -> None:

@@ -69,6 +69,7 @@ class RunTool(NamedTuple):
 
 
 def info_of(tool: Tool) -> ToolInfo:
+    """What the model is shown of ``tool``: name, description, input and output schemas."""
     return ToolInfo(tool.name, tool.description, tool.input_schema, tool.output_schema)
 
 

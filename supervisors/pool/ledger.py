@@ -65,6 +65,7 @@ class Attempt(NamedTuple):
 
     @property
     def tokens(self) -> int:
+        """The attempt's tokens (0 when the provider reported no usage)."""
         return 0 if self.usage is None else self.usage.total_tokens
 
 

@@ -31,6 +31,7 @@ class PoolStream:
 
     @property
     def attempts(self) -> list[Any]:
+        """The stream's attempts so far, in order (each an :class:`~supervisors.Attempt`)."""
         return list(self._race.run.attempts)
 
     def __aiter__(self) -> PoolStream:

@@ -59,6 +59,7 @@ class Target:
 
     @property
     def key(self) -> tuple[str, str]:
+        """``(provider, model)``: how the ledger and the breakers name this target."""
         return (self.provider, self.model)
 
 

@@ -363,6 +363,8 @@ class Edge:
     on: tuple[str, ...] = attrs.field(default=(), converter=_keys)
 
     def handles(self, code: Code) -> bool:
+        """Whether this edge catches a failure of ``code`` (never ``cancelled`` or a
+        run-level limit)."""
         return code not in UNHANDLED and (code in self.on or "*" in self.on)
 
 

@@ -105,10 +105,13 @@ class Run:
 
     @property
     def history(self) -> tuple[RunEvent, ...]:
+        """Every record of the run's stream so far, in ``seq`` order (a resumed run's
+        journalled ones first)."""
         return tuple(self._events)
 
     @property
     def done(self) -> bool:
+        """Whether the run has ended and its terminal record is delivered."""
         return self._done.is_set()
 
     def events(self) -> RunStream:
@@ -188,6 +191,8 @@ class Run:
             changed.set()
 
     async def wait(self) -> RunOutcome:
+        """Wait for the run to end; its :class:`RunOutcome`. Cancelling the waiter does not
+        cancel the run."""
         await self._done.wait()
         return self.outcome()
 

@@ -401,6 +401,7 @@ class Runs:
         return self._closed is not None
 
     def get(self, run_id: str) -> Run | None:
+        """The live run ``run_id``, or ``None`` (not started here, or ended)."""
         return self.live.get(run_id)
 
     def stop_intake(self, reason: str) -> None:

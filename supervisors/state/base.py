@@ -101,7 +101,10 @@ class StateBackend(Protocol):
         """Operator reset: closed, counters cleared (also ends a permanent open)."""
         ...
 
-    async def breaker_state(self, key: str, *, now: float) -> BreakerState: ...
+    async def breaker_state(self, key: str, *, now: float) -> BreakerState:
+        """The breaker's state as a reader sees it at ``now`` (an open breaker whose probe
+        time came reads half-open); changes nothing."""
+        ...
 
     # --- token buckets ---------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from supervisors.state.base import (
     BreakerState,
     BucketSpec,
     Reservation,
+    StateBackend,
     Transition,
 )
 
@@ -49,7 +50,7 @@ class Bucket:
             self.updated = now
 
 
-class MemoryState:
+class MemoryState(StateBackend):
     """:class:`~supervisors.state.base.StateBackend` in process memory.
 
     The methods do not await anything: each is atomic because trio runs one task at a

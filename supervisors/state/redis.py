@@ -48,6 +48,7 @@ from supervisors.state.base import (
     BreakerState,
     BucketSpec,
     Reservation,
+    StateBackend,
     Transition,
 )
 from supervisors.state.memory import MemoryState
@@ -76,7 +77,7 @@ def positive(name: str, value: object, *, integer: bool = False) -> None:
         )
 
 
-class RedisState:
+class RedisState(StateBackend):
     """:class:`~supervisors.state.StateBackend` shared through Redis (see the module
     docstring). Create it with :func:`~supervisors.state.open_redis_state`."""
 

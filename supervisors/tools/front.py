@@ -188,6 +188,7 @@ class Tools:
         self._entries = entries
 
     def names(self) -> list[str]:
+        """The tools this front door serves, sorted."""
         return sorted(self._entries)
 
     def specs(self, grants: Grants | None = None) -> tuple[ToolSpec, ...]:

@@ -69,6 +69,8 @@ class ChaosServer:
         self.url = ""
 
     def count(self, route: str | None = None) -> int:
+        """How many requests the server got, on ``route`` (``openai``, ``anthropic``) or on
+        any."""
         return sum(1 for r in self.requests if route is None or r.route == route)
 
     async def serve(
@@ -78,6 +80,8 @@ class ChaosServer:
         port: int = 0,
         task_status: trio.TaskStatus[ChaosServer] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Listen on ``host``:``port`` (0: a free port; :attr:`url` says which) and answer
+        until cancelled; ``await nursery.start(server.serve)`` returns once it listens."""
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()
         self.url = f"http://{bound[0]}:{bound[1]}"
