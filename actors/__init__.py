@@ -28,6 +28,7 @@ from actors.errors import (
     retry_after_from,
 )
 from actors.events import Event, EventHook
+from actors.metrics import Metrics, serve_metrics
 from actors.observe import add_event_hook, bind_context, configure_logging, get_logger
 from actors.redact import redact_text, register_secret
 from actors.runtime import Runtime, open_runtime
@@ -49,6 +50,7 @@ __all__ = [
     "Failure",
     "InternalError",
     "LimitError",
+    "Metrics",
     "ProviderError",
     "Runtime",
     "SecurityError",
@@ -68,4 +70,5 @@ __all__ = [
     "redact_text",
     "register_secret",
     "retry_after_from",
+    "serve_metrics",
 ]

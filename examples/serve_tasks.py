@@ -23,6 +23,7 @@ it, e.g. to finish them at once).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,7 +33,7 @@ from typing import Any
 import trio
 from demo_workflows import TICKET_TOOLS
 
-from actors import ActorError, configure_logging
+from actors import ActorError, Metrics, configure_logging, serve_metrics
 from actors.journal import open_journal
 from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
 from actors.testing.chaos import FaultScript, chaos_server
@@ -149,10 +150,22 @@ async def serve(argv: list[str]) -> int:
     parser.add_argument("--grace", type=float, default=10.0, help="seconds for runs in flight")
     parser.add_argument("--max-work", type=float, default=3600.0, help="cap on a task's work")
     parser.add_argument("--seed", type=int, default=0, help="the fault mix's random seed")
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics here")
     options = parser.parse_args(argv)
     configure_logging(mode="json", level="warning", stream=sys.stderr)
     workflow = answer_task(options.max_work)
     script = FaultScript(probabilities=FAULTS, seed=options.seed)
+    metrics = contextlib.ExitStack()
+    if options.metrics_port is not None:  # extra "prometheus"
+        counted = Metrics()
+        metrics.callback(counted.install())
+        url = metrics.enter_context(serve_metrics(counted, port=options.metrics_port))
+        print(f"metrics {url}", flush=True)
+    with metrics:
+        return await _serve(options, workflow, script)
+
+
+async def _serve(options: argparse.Namespace, workflow: Workflow, script: FaultScript) -> int:
     async with open_daemon(grace=options.grace) as daemon, chaos_server(script) as server:
         spec = SupervisorSpec(
             max_restarts=10,

@@ -42,7 +42,7 @@ PROGRAMS = _programs()
 
 def test_the_docs_have_complete_programs_and_the_copies_are_in_them() -> None:
     files = {file for file, _, _ in PROGRAMS}
-    assert {"docs/daemon.md", "docs/journal.md", "docs/runs.md"} <= files
+    assert {"docs/daemon.md", "docs/index.md", "docs/journal.md", "docs/runs.md"} <= files
     for doc, example in COPIES.items():
         blocks = [code for file, _, code in PROGRAMS if file == doc]
         assert (ROOT / example).read_text(encoding="utf-8") in blocks, f"{doc} != {example}"
@@ -67,3 +67,21 @@ def test_a_complete_program_of_the_docs_runs(
         )
         assert done.returncode == 0, f"{file} block {index} {arguments}:\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr
+
+
+def test_the_quickstart_prints_what_the_page_says(tmp_path: Path) -> None:
+    (code,) = [code for file, _, code in PROGRAMS if file == "docs/index.md"]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["hi", "2 attempts"]
+    assert any("pool.attempt_failed" in line and "code=unavailable" in line for line in lines)
+    assert any("retry.scheduled" in line for line in lines)

@@ -1,0 +1,231 @@
+"""The Prometheus metrics after a chaos run: the endpoint is scraped over real HTTP and its
+counters match the run's outcomes, the pool's ledger and the events exactly."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from prometheus_client.parser import text_string_to_metric_families
+
+from actors import ActorError, Metrics, serve_metrics
+from actors.events import RetryScheduled
+from actors.providers import AnthropicProvider, LlmRequest, Message, OpenAIProvider, ProviderConfig
+from actors.testing import capture_events
+from actors.testing.chaos import Fault, FaultScript, chaos_server
+from actors.tools import Grants, ToolGroup, tool
+from supervisors import (
+    Backoff,
+    Breaker,
+    BreakerConfig,
+    ChildSpec,
+    Price,
+    ProviderPool,
+    Resilience,
+    RetryPolicy,
+    SupervisorSpec,
+    Target,
+    Tools,
+    open_tree,
+    tool_hosts,
+)
+from supervisors.runs import Agent, NodeContext, Step, Workflow, open_runs
+
+
+@tool
+async def lookup(query: str) -> dict[str, Any]:
+    """Find notes on a topic (the chaos model calls a tool with ``query``)."""
+    return {"query": query, "notes": 2}
+
+
+TOOLS = ToolGroup("notes", [lookup])
+
+
+async def _boom(ctx: NodeContext) -> dict[str, Any]:
+    raise ValueError("the step broke")
+
+
+async def _slow(ctx: NodeContext) -> dict[str, Any]:
+    await trio.sleep(60)
+    return {}
+
+
+AGENT = Workflow(
+    name="agent",
+    nodes=[
+        Agent(
+            id="ask",
+            model="alpha-mini",
+            messages=[("user", "call: {topic}")],
+            grants=Grants.allow("lookup"),
+            output="answer",
+        )
+    ],
+)
+BROKEN = Workflow(name="broken", nodes=[Step(id="boom", fn=_boom, writes=["x"])])
+SLOW = Workflow(name="slow", nodes=[Step(id="wait", fn=_slow, writes=["y"])])
+
+
+def _config(name: str, url: str) -> ProviderConfig:
+    return ProviderConfig(name=name, base_url=url, api_key=f"sk-{name}-metrics", read_timeout=2)
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+async def test_the_scraped_counters_match_the_chaos_run_exactly() -> None:
+    metrics = Metrics()
+    remove = metrics.install()
+    script = FaultScript(
+        faults=[
+            Fault(kind="status", status=503, route="openai", times=3),  # opens alpha's breaker
+            Fault(kind="status", status=429, route="anthropic", headers={"retry-after": "0"}),
+        ]
+    )
+    retries: list[Any] = []
+    try:
+        with capture_events(RetryScheduled) as retries, serve_metrics(metrics, port=0) as url:
+            async with chaos_server(script) as server:
+                spec = SupervisorSpec(
+                    children=[
+                        ChildSpec(
+                            id="alpha", actor=OpenAIProvider, args=(_config("alpha", server.url),)
+                        ),
+                        ChildSpec(
+                            id="beta", actor=AnthropicProvider, args=(_config("beta", server.url),)
+                        ),
+                        *tool_hosts(TOOLS),
+                    ]
+                )
+                async with open_tree(spec) as tree:
+                    pool = ProviderPool(
+                        [
+                            Target(ref=tree.ref("alpha"), provider="alpha", model="alpha-mini"),
+                            Target(ref=tree.ref("beta"), provider="beta", model="beta-sonnet"),
+                        ],
+                        resilience=Resilience(
+                            retry=RetryPolicy(max_attempts=3, backoff=Backoff(initial=0.01)),
+                            breaker=Breaker(BreakerConfig(failure_threshold=3)),
+                        ),
+                        prices={("*", "*"): Price(input_per_mtok=1.0, output_per_mtok=2.0)},
+                    )
+                    tools = await Tools.from_tree(tree, TOOLS)
+                    for n in range(4):
+                        request = LlmRequest(
+                            model="alpha-mini",
+                            messages=[Message(role="user", content=f"reply: {n}")],
+                        )
+                        await pool.complete(request)
+                    async with open_runs(tree, pools=pool, tools=tools) as runs:
+                        outcomes = [
+                            await runs.run(AGENT, {"topic": "trio"}),
+                            await runs.run(BROKEN),
+                        ]
+                        slow = await runs.start(SLOW)
+                        await trio.sleep(0.1)
+                        slow.cancel("operator")
+                        outcomes.append(await slow.wait())
+                        histories = [run.history for run in (slow,)]
+                    async with httpx.AsyncClient() as client:
+                        answer = await client.get(url)
+    finally:
+        remove()
+    assert answer.status_code == 200
+    samples = _samples(answer.text)
+
+    # Attempts: exactly the ledger's, by provider, model, outcome and code.
+    ledger = collections.Counter(
+        (a.provider, a.model, a.outcome, "" if a.code is None else str(a.code)) for a in pool.ledger
+    )
+    scraped = {
+        (
+            dict(labels)["provider"],
+            dict(labels)["model"],
+            dict(labels)["outcome"],
+            dict(labels)["code"],
+        ): value
+        for (name, labels), value in samples.items()
+        if name == "ra_attempts_total"
+    }
+    assert scraped == {key: float(count) for key, count in ledger.items()}
+    assert scraped[("alpha", "alpha-mini", "failed", "unavailable")] == 3.0
+    tokens = sum(v for (name, _), v in samples.items() if name == "ra_tokens_total")
+    assert tokens == pool.ledger.total.tokens
+    cost = sum(v for (name, _), v in samples.items() if name == "ra_cost_dollars_total")
+    assert cost == pytest.approx(pool.ledger.total.cost)
+    requests = sum(v for (name, _), v in samples.items() if name == "ra_requests_total")
+    assert requests == len({a.request_id for a in pool.ledger})
+
+    # Runs: one completed, one failed (its node's error), one cancelled.
+    assert [o.status for o in outcomes] == ["completed", "failed", "cancelled"]
+    runs = {
+        (dict(labels)["outcome"], dict(labels)["code"]): value
+        for (name, labels), value in samples.items()
+        if name == "ra_runs_total"
+    }
+    assert runs == {
+        ("completed", ""): 1.0,
+        ("failed", str(outcomes[1].code)): 1.0,
+        ("cancelled", "cancelled"): 1.0,
+    }
+    assert histories[0][-1].name == "run:cancelled"
+
+    # Tool calls of the agent's run, retries, the breaker that opened.
+    assert samples[("ra_tool_calls_total", (("code", "ok"), ("tool", "lookup")))] == 1.0
+    assert sum(v for (name, _), v in samples.items() if name == "ra_retries_total") == len(retries)
+    assert samples[("ra_breaker_state", (("model", ""), ("provider", "alpha")))] == 2.0
+    assert (
+        samples[
+            (
+                "ra_breaker_transitions_total",
+                (("model", ""), ("provider", "alpha"), ("state", "open")),
+            )
+        ]
+        == 1.0
+    )
+
+
+async def test_the_endpoint_is_gone_after_the_block_and_a_taken_port_is_config_invalid() -> None:
+    metrics = Metrics()
+    with serve_metrics(metrics, port=0) as url:
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url)).status_code == 200
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with (
+            pytest.raises(
+                ActorError,
+                match=rf"^\[config_invalid\] serve_metrics: cannot listen on 127.0.0.1:{port}",
+            ),
+            serve_metrics(metrics, port=port),
+        ):
+            pass
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(url)
+
+
+def test_bad_arguments_are_config_invalid() -> None:
+    with pytest.raises(
+        ActorError, match=r"^\[config_invalid\] Metrics: prefix must be an identifier"
+    ):
+        Metrics(prefix="not a name")
+    with (
+        pytest.raises(
+            ActorError, match=r"^\[config_invalid\] serve_metrics: expected Metrics, got dict"
+        ),
+        serve_metrics({}),  # type: ignore[arg-type]
+    ):
+        pass
+
+
+def test_two_metrics_do_not_share_a_registry() -> None:
+    one, two = Metrics(), Metrics()
+    assert one.registry is not two.registry
