@@ -4,6 +4,7 @@ from supervisors.backoff import Backoff
 from supervisors.breaker import Breaker, BreakerConfig
 from supervisors.budget import Budget, BudgetLimits, BudgetRequest, Dimension, Price
 from supervisors.daemon import Daemon, open_daemon
+from supervisors.deployment import Deployment, load_deployment
 from supervisors.policy import (
     DEFAULT_BY_CLASS,
     DEFAULT_BY_CODE,
@@ -55,6 +56,7 @@ __all__ = [
     "ChildSpec",
     "ChildState",
     "Daemon",
+    "Deployment",
     "Dimension",
     "Directive",
     "Ledger",
@@ -77,6 +79,7 @@ __all__ = [
     "UseTarget",
     "default_directive",
     "directive_for",
+    "load_deployment",
     "load_spec",
     "open_daemon",
     "open_tree",
