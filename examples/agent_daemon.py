@@ -35,6 +35,11 @@ through the tools front door, an llm node whose JSON answer is checked against a
 an approval and a step; the third run is cancelled while its model call is in flight.
 Their event streams are printed.
 
+Last, the daemon as a service (:mod:`serve_tasks`): four tasks from
+``demo_tasks.jsonl``; the end of the file stops it gracefully, the long task is
+interrupted (journalled as a resumable cancel), and a restart on the same journal
+resumes and finishes it.
+
 It prints structured logs, then a summary: requests, outcomes by code, who served them,
 retries, breaker transitions, supervisor decisions, escalations, tool calls, and the
 pool's ledger —
@@ -468,7 +473,24 @@ async def main() -> int:
     print_runs(workflows)
     print_summary(trio.current_time() - started, summary, pool, budget, http)
     print_journal(JOURNAL)
-    return 0 if summary.outcomes.get("ok", 0) > 0 else 1
+    served = await run_as_service()
+    return 0 if summary.outcomes.get("ok", 0) > 0 and served == 0 else 1
+
+
+async def run_as_service() -> int:
+    """The daemon as a service (``serve``), twice on one journal: the fixed tasks of
+    ``demo_tasks.jsonl``, whose end stops the daemon gracefully — the long task is
+    interrupted, resumable — then a restart that resumes it and finishes it at once."""
+    tasks = str(trio.Path(__file__).parent / "demo_tasks.jsonl")
+    journal = str(trio.Path(".demo") / "service.journal")
+    fresh_journal(journal)
+    print("\n== the daemon as a service: four tasks, end of input stops it (grace 1 s) ==")
+    first = await serve(["--journal", journal, "--tasks", tasks, "--grace", "1"])
+    print("== restarted on the same journal: the interrupted task is resumed ==")
+    empty = trio.Path(".demo") / "no-tasks.jsonl"
+    await empty.write_text("")
+    second = await serve(["--journal", journal, "--tasks", str(empty), "--max-work", "0"])
+    return first or second
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The agent daemon as a service: ``python examples/agent_daemon.py serve``.
 
-Tasks come on standard input, one per line: a JSON object ``{"id": "t1", "question":
-"...", "work": 2.5}`` (``id`` and ``work`` optional) or a plain line (the question).
+Tasks come on standard input (or from the file ``--tasks``), one per line: a JSON
+object ``{"id": "t1", "question": "...", "work": 2.5}`` (``id`` and ``work`` optional)
+or a plain line (the question).
 Each task is a run of the ``answer-task`` workflow — an agent that may call the
 ``search_tickets`` tool, through a provider pool (alpha, then beta) against the
 embedded chaos provider with a random fault mix, then a ``work`` step that takes the
@@ -106,9 +107,13 @@ async def report(run: Run) -> None:
     print(f"ended {run.run_id} {outcome.status}{code}", flush=True)
 
 
-async def intake(runs: Runs, workflow: Workflow, nursery: trio.Nursery, daemon: Daemon) -> None:
-    """Start a run per input line until end of input (then stop the daemon: ``eof``)."""
-    stream = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+async def intake(
+    runs: Runs, workflow: Workflow, nursery: trio.Nursery, daemon: Daemon, source: str | None
+) -> None:
+    """Start a run per input line — of the file ``source``, or of stdin — until end of
+    input (then stop the daemon: ``eof``)."""
+    fd = os.dup(sys.stdin.fileno()) if source is None else os.open(source, os.O_RDONLY)
+    stream = trio.lowlevel.FdStream(fd)
     buffer = b""
     async with stream:
         while chunk := await stream.receive_some():
@@ -151,6 +156,7 @@ async def serve(argv: list[str]) -> int:
     parser.add_argument("--max-work", type=float, default=3600.0, help="cap on a task's work")
     parser.add_argument("--seed", type=int, default=0, help="the fault mix's random seed")
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics here")
+    parser.add_argument("--tasks", help="read the tasks from this file instead of stdin")
     options = parser.parse_args(argv)
     configure_logging(mode="json", level="warning", stream=sys.stderr)
     workflow = answer_task(options.max_work)
@@ -197,7 +203,7 @@ async def _serve(options: argparse.Namespace, workflow: Workflow, script: FaultS
                     print(f"resumed {run.run_id}", flush=True)
                     reports.start_soon(report, run)
                 async with trio.open_nursery() as tasks:
-                    tasks.start_soon(intake, runs, workflow, reports, daemon)
+                    tasks.start_soon(intake, runs, workflow, reports, daemon, options.tasks)
                     summary = await daemon.serve(runs)
                     tasks.cancel_scope.cancel(reason="daemon stopping")
     print(summary.line(), flush=True)

@@ -102,3 +102,25 @@ def test_demo_runs_through_the_pool_and_summarises_its_ledger() -> None:
     assert abs(sum(float(row[4]) for row in targets) - float(cost[1])) < 5e-6
 
     assert "sk-demo" not in out + done.stderr  # keys never reach the logs
+
+    # Last, the daemon as a service: the end of its task file stops it gracefully, the
+    # long task is interrupted resumably, and a restart on the journal finishes it.
+    service = out[out.index("== the daemon as a service") :].splitlines()
+    assert sorted(line for line in service if line.startswith("ended task-")) == [
+        "ended task-1 completed",
+        "ended task-2 completed",
+        "ended task-3 completed",
+        "ended task-4 cancelled",
+        "ended task-4 completed",
+    ]
+    assert any(
+        re.fullmatch(
+            r"shutdown \(eof\): 3 runs ended in the grace \(3 completed\), 1 interrupted"
+            r" and resumable, 1\.\d\d s",
+            line,
+        )
+        for line in service
+    ), service
+    assert "resumed task-4" in service
+    assert service[-1].startswith("shutdown (eof): ")
+    assert "Traceback" not in done.stderr
