@@ -30,6 +30,7 @@ is where Python delivers signals).
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Final
@@ -114,10 +115,16 @@ async def open_daemon(
     """A :class:`Daemon` listening for ``signals`` (default ``SIGTERM`` and ``SIGINT``)
     for the duration of the block (see the module docstring). ``grace``: seconds the runs
     in flight get once the shutdown starts (``math.inf``: no limit). ``input_validation``
-    for a negative or NaN grace, or no signal."""
+    for a negative or NaN grace, or no signal; ``config_invalid`` outside the main
+    thread."""
     if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, "open_daemon: grace must be seconds >= 0 (inf: no limit)"
+        )
+    if threading.current_thread() is not threading.main_thread():
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID,
+            "open_daemon: must run in the main thread (Python delivers signals there)",
         )
     wanted = tuple(signals)
     if not wanted or not all(isinstance(s, signal.Signals) for s in wanted):

@@ -133,6 +133,9 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_journal_store.py",
     ),
     "actors/journal/thread.py": ("tests/test_journal_thread.py",),
+    "supervisors/runs/shutdown.py": ("tests/test_runs_shutdown.py", "tests/test_daemon.py"),
+    "supervisors/daemon.py": ("tests/test_daemon.py",),
+    "supervisors/deployment.py": ("tests/test_deployment.py",),
     "actors/nodes/runner.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_policy.py",

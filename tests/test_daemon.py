@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import trio
 
+from actors import ActorError
 from actors.journal import MemoryStore, record_of
 from supervisors import Daemon, open_daemon
 from tests.journal_helpers import journalled
@@ -138,3 +139,28 @@ async def test_bad_calls_are_refused(autojump_clock: Any) -> None:
         ):
             await daemon.serve("runs")  # type: ignore[arg-type]
         assert not daemon.stopping.is_set()
+
+
+def test_outside_the_main_thread_it_is_config_invalid() -> None:
+    import threading
+
+    caught: list[BaseException] = []
+
+    def worker() -> None:
+        async def inner() -> None:
+            async with open_daemon():
+                pytest.fail("opened")
+
+        try:
+            trio.run(inner)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            caught.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    (error,) = caught
+    assert isinstance(error, ActorError)
+    assert str(error) == (
+        "[config_invalid] open_daemon: must run in the main thread (Python delivers signals there)"
+    )

@@ -157,7 +157,12 @@ def test_a_signal_stops_the_daemon_gracefully_and_a_restart_resumes_its_runs(
         )
     assert _unfinished(journal) == ["long-1", "long-2"]
 
-    # Restarted on the same journal with no new task: it resumes both and completes them.
+    _restart_and_finish(journal)
+
+
+def _restart_and_finish(journal: Path) -> None:
+    """Restarted on the same journal with no new task: it resumes both interrupted runs
+    and completes them."""
     again = Daemon(journal, "--grace", "30", "--max-work", "0")
     try:
         again.close_input()
@@ -205,6 +210,7 @@ def test_a_second_signal_ends_the_grace_at_once(tmp_path: Path) -> None:
         daemon.lines[-1],
     ), daemon.lines[-1]
     assert _unfinished(journal) == ["long-1", "long-2"]
+    _restart_and_finish(journal)
 
 
 def test_bad_task_lines_are_refused_and_the_daemon_goes_on(tmp_path: Path) -> None:

@@ -211,3 +211,34 @@ async def test_bad_arguments_are_refused_and_shut_nothing(
             await runs.shutdown(reason, grace)
         run = await runs.start(slow.workflow(), {"seconds": 1})
         assert (await run.wait()).status == "completed"
+
+
+async def test_a_run_waiting_for_an_approval_is_interrupted_and_waits_again_after(
+    autojump_clock: Any,
+) -> None:
+    from supervisors.runs import Approval, Edge
+
+    store = MemoryStore()
+
+    async def after(ctx: NodeContext) -> dict[str, Any]:
+        return {"done": True}
+
+    workflow = Workflow(
+        name="approve",
+        nodes=[Approval(id="ok", prompt="go?"), Step(id="after", fn=after, writes=["done"])],
+        edges=[Edge(source="ok", target="after")],
+    )
+    async with journalled(store, workflows=[workflow]) as (_, runs, _journal):
+        run = await runs.start(workflow, run_id="r")
+        await trio.sleep(1)
+        assert run.pending == ("ok",)
+        summary = await runs.shutdown("sigterm", grace=2)
+    assert (summary.interrupted, summary.took) == (("r",), 2.0)
+    async with journalled(store, workflows=[workflow]) as (_, runs, _journal):
+        (resumed,) = runs.resumed
+        await trio.sleep(1)
+        assert resumed.pending == ("ok",)  # the approval is asked again
+        resumed.decide("ok", "approve", by="alice")
+        assert (await resumed.wait()).status == "completed"
+    names = [r.name for r in records(store, "r")]
+    assert names.count("approval:requested") == 2 and names[-1] == "run:completed"
