@@ -93,8 +93,9 @@ class Daemon:
         try:
             await self.stopping.wait()
         except trio.Cancelled:
-            with trio.CancelScope(shield=True):
-                await runs.shutdown("cancelled", 0.0)
+            # A shutdown interrupts every live run even when it is cancelled itself (it
+            # raises the cancel once they have ended).
+            await runs.shutdown("cancelled", 0.0)
             raise
         assert self.reason is not None
         return await runs.shutdown(self.reason, 0.0 if self.hurried else self.grace)

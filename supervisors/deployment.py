@@ -39,6 +39,7 @@ provider actor per provider, ids = their names), :meth:`Deployment.provider_pool
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tomllib
@@ -242,7 +243,9 @@ class _Invalid(ValueError):
     pass
 
 
+@functools.cache
 def _converter() -> cattrs.Converter:
+    """The converter, made on first use."""
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 
     def checking(check: Any, type_: Any) -> Any:
@@ -257,7 +260,7 @@ def _converter() -> cattrs.Converter:
     for cls in (ProviderSection, TargetSection, PoolSection, JournalSection, DaemonSection):
         attrs.resolve_types(cls)
         overrides: dict[str, Any] = {
-            field.name: override(struct_hook=checking(field.metadata[_CHECK], _plain(field.type)))
+            field.name: override(struct_hook=checking(field.metadata[_CHECK], field.type))
             for field in attrs.fields(cls)
             if _CHECK in field.metadata
         }
@@ -267,21 +270,10 @@ def _converter() -> cattrs.Converter:
     return converter
 
 
-def _plain(type_: Any) -> Any:
-    """The type a checked value is structured as (``float | None`` → ``float``)."""
-    args = [arg for arg in getattr(type_, "__args__", ()) if arg is not type(None)]
-    if getattr(type_, "__origin__", None) is Literal:
-        return str
-    return args[0] if len(args) == 1 else type_
-
-
 def _describe(exc: BaseException, type_: Any) -> str:
     if isinstance(exc, _Invalid):
         return str(exc)
     return cattrs.v.format_exception(exc, type_)
-
-
-_CONVERTER: Final = _converter()
 
 
 def load_deployment(
@@ -304,7 +296,7 @@ def load_deployment(
     tree, tree_problems = _tree(raw.pop("tree", {}))
     raw.pop("environ", None)
     try:
-        deployment = _CONVERTER.structure({**raw, "environ": env}, Deployment)
+        deployment = _converter().structure({**raw, "environ": env}, Deployment)
     except cattrs.BaseValidationError as exc:
         problems += cattrs.transform_error(exc, format_exception=_describe)
         raise _invalid(problems + tree_problems) from exc

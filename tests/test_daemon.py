@@ -92,6 +92,8 @@ async def test_a_cancelled_serve_interrupts_the_runs_resumably(autojump_clock: A
         run = await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
         with trio.move_on_after(4):
             await daemon.serve(runs)
+        assert trio.current_time() == 4.0  # no grace for a cancel
+        assert run.done  # interrupted and ended before the cancel went on
         outcome = await run.wait()
     assert (outcome.status, outcome.reason) == ("cancelled", "cancelled")
     assert record_of(store.entries("r")[-1]).resumable is True
@@ -132,6 +134,7 @@ async def test_bad_daemon_settings_are_refused(options: dict[str, Any], message:
 async def test_bad_calls_are_refused(autojump_clock: Any) -> None:
     async with open_daemon() as daemon:
         assert isinstance(daemon, Daemon)
+        assert (daemon.reason, daemon.hurried) == (None, False)
         with pytest.raises(Exception, match=r"^\[input_validation\] Daemon.stop: reason must"):
             daemon.stop("")
         with pytest.raises(
@@ -164,3 +167,10 @@ def test_outside_the_main_thread_it_is_config_invalid() -> None:
     assert str(error) == (
         "[config_invalid] open_daemon: must run in the main thread (Python delivers signals there)"
     )
+
+
+async def test_stop_without_a_reason_says_stop(autojump_clock: Any) -> None:
+    async with open_daemon(grace=1) as daemon, journalled() as (_, runs, _journal):
+        daemon.stop()
+        summary = await daemon.serve(runs)
+    assert (daemon.reason, summary.reason) == ("stop", "stop")

@@ -208,3 +208,56 @@ def test_a_postgresql_journal_comes_from_its_variable(postgres_dsn: str) -> None
         assert deployment.journal.lease_ttl == 5.0
     finally:
         store.close()
+
+
+def test_an_empty_providers_table_is_refused() -> None:
+    data = {"providers": {}, "pool": {"targets": [{"provider": "alpha", "model": "m"}]}}
+    with pytest.raises(ActorError) as caught:
+        load_deployment(data, environ=ENV)
+    assert caught.value.message == (
+        "invalid deployment: must name at least one provider @ $.providers; names no"
+        " provider of [providers], got 'alpha' @ $.pool.targets[0].provider"
+    )
+
+
+async def test_the_pool_gets_the_options_and_no_limiter_without_limits(
+    autojump_clock: Any,
+) -> None:
+    text = config(
+        alpha='kind = "openai"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"',
+        pool='targets = [{provider = "alpha", model = "a-1"}]\nhedge_after = 0.5',
+    )
+    deployment = load_deployment(text, environ=ENV)
+    assert deployment.providers["alpha"].requests_per_minute is None
+    async with open_tree(deployment.spec()) as tree:
+        pool = deployment.provider_pool(tree, name="mine", deadline=3.0)
+        assert (pool.name, pool.hedge_after, pool.deadline) == ("mine", 0.5, 3.0)
+        assert pool.resilience.limiter is None  # no provider has a rate limit
+        assert [(t.provider, t.model) for t in pool.chain] == [("alpha", "a-1")]
+
+
+@pytest.mark.parametrize(
+    ("sections", "problem"),
+    [
+        ({"daemon": "metrics_port = 65536"}, "must be a port number from 0 to 65535, got 65536"),
+        ({"daemon": "metrics_port = -1"}, "must be a port number from 0 to 65535, got -1"),
+        ({"daemon": "grace = true"}, "must be a finite number of seconds >= 0, got True"),
+        ({"daemon": 'grace = "5"'}, "must be a finite number of seconds >= 0, got '5'"),
+        ({"daemon": "grace = inf"}, "must be a finite number of seconds >= 0, got inf"),
+    ],
+)
+def test_the_boundaries_that_are_refused(sections: dict[str, str], problem: str) -> None:
+    with pytest.raises(ActorError) as caught:
+        load_deployment(config(**sections), environ=ENV)
+    field = "metrics_port" if "port" in problem else "grace"
+    assert caught.value.message == f"invalid deployment: {problem} @ $.daemon.{field}"
+
+
+def test_the_boundaries_that_are_allowed() -> None:
+    deployment = load_deployment(
+        config(daemon="grace = 0\nmetrics_port = 65535", journal="lease_ttl = 0.001"),
+        environ=ENV,
+    )
+    assert (deployment.daemon.grace, deployment.daemon.metrics_port) == (0.0, 65535)
+    assert deployment.journal.lease_ttl == 0.001
+    assert isinstance(deployment.daemon.grace, float)

@@ -155,6 +155,7 @@ async def test_a_cancelled_shutdown_still_interrupts_every_run_resumably(
         with trio.move_on_after(3):
             await runs.shutdown("sigterm", grace=math.inf)
         assert trio.current_time() == 3.0
+        assert run.done  # interrupted, and ended, before the cancel went on
         outcome = await run.wait()
     assert (outcome.status, outcome.reason) == ("cancelled", "sigterm")
     last = records(store, "r")[-1]
@@ -242,3 +243,24 @@ async def test_a_run_waiting_for_an_approval_is_interrupted_and_waits_again_afte
         assert (await resumed.wait()).status == "completed"
     names = [r.name for r in records(store, "r")]
     assert names.count("approval:requested") == 2 and names[-1] == "run:completed"
+
+
+async def test_the_summary_line_counts_each_status_of_the_runs_that_ended(
+    autojump_clock: Any,
+) -> None:
+    async def boom(ctx: NodeContext) -> dict[str, Any]:
+        raise ValueError("broken")
+
+    slow = Slow()
+    broken = Workflow(name="broken", nodes=[Step(id="boom", fn=boom, writes=["x"])])
+    async with journalled() as (_, runs, _journal):
+        await runs.start(slow.workflow(), {"seconds": 1})
+        await runs.start(slow.workflow(), {"seconds": 2})
+        await runs.start(broken)
+        await runs.start(slow.workflow(), {"seconds": 50}, run_id="long")
+        summary = await runs.shutdown("sigterm", grace=4)
+    assert summary.finished == {"completed": 2, "failed": 1}
+    assert summary.line() == (
+        "shutdown (sigterm): 3 runs ended in the grace (2 completed, 1 failed),"
+        " 1 interrupted and resumable, 4.00 s"
+    )

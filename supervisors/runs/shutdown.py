@@ -52,9 +52,7 @@ class ShutdownSummary:
 class Shutdown:
     """One shutdown under way (its grace scope) and its summary once done."""
 
-    def __init__(self, reason: str, grace: float) -> None:
-        self.reason = reason
-        self.grace = grace
+    def __init__(self, grace: float) -> None:
         self.began = trio.current_time()
         self.scope = trio.CancelScope(deadline=self.began + grace)
         self.done = trio.Event()
@@ -96,7 +94,7 @@ async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
         await under_way.done.wait()
         assert under_way.summary is not None
         return under_way.summary
-    shutdown = runs._shutdown = Shutdown(reason, grace)
+    shutdown = runs._shutdown = Shutdown(grace)
     runs.stop_intake(reason)
     before = dict(runs.live)
     try:
