@@ -51,6 +51,7 @@ async def test_runs_get_the_grace_then_are_interrupted_resumably_and_resumed_aft
         finished={"completed": 1},
         interrupted=("long",),
         took=5.0,
+        resumable=("long",),
     )
     assert summary.line() == (
         "shutdown (sigterm): 1 run ended in the grace (1 completed),"
@@ -187,7 +188,10 @@ async def test_without_a_journal_the_interrupted_run_is_just_cancelled(
     async with open_tree(SupervisorSpec()) as tree, open_runs(tree) as runs:
         run = await runs.start(slow.workflow(), {"seconds": 100})
         summary = await runs.shutdown("sigterm", grace=1)
-    assert summary.interrupted == (run.run_id,)
+    assert (summary.interrupted, summary.resumable) == ((run.run_id,), ())
+    assert summary.line() == (
+        "shutdown (sigterm): 0 runs ended in the grace, 1 interrupted (0 resumable), 1.00 s"
+    )
     assert run.history[-1].name == "run:cancelled"
     assert run.history[-1].resumable is False
 
@@ -264,3 +268,18 @@ async def test_the_summary_line_counts_each_status_of_the_runs_that_ended(
         "shutdown (sigterm): 3 runs ended in the grace (2 completed, 1 failed),"
         " 1 interrupted and resumable, 4.00 s"
     )
+
+
+async def test_a_run_cancelled_for_good_just_before_is_not_counted_resumable(
+    autojump_clock: Any,
+) -> None:
+    store, slow = MemoryStore(), Slow()
+    async with journalled(store) as (_, runs, _journal):
+        first = await runs.start(slow.workflow(), {"seconds": 50}, run_id="user")
+        await runs.start(slow.workflow(), {"seconds": 50}, run_id="kept")
+        await trio.sleep(1)
+        first.cancel("user")  # the first reason wins: this one ends for good
+        summary = await runs.shutdown("sigterm", grace=0)
+    assert (summary.interrupted, summary.resumable) == (("user", "kept"), ("kept",))
+    assert summary.line().endswith(", 2 interrupted (1 resumable), 0.00 s")
+    assert store.unfinished() == ["kept"]

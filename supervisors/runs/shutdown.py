@@ -28,24 +28,32 @@ from supervisors.runs.run import Run
 @attrs.frozen(kw_only=True)
 class ShutdownSummary:
     """What a shutdown did: its ``reason``, the ``grace`` it gave, how many runs ended by
-    themselves during it (``finished``, by status), the runs it ``interrupted``
-    (resumable), and how long it ``took`` (seconds)."""
+    themselves during it (``finished``, by status), the runs it ``interrupted``, which of
+    those a journal keeps ``resumable`` (all of them with a journal; none without, or a
+    run another cancel had already ended), and how long it ``took`` (seconds)."""
 
     reason: str
     grace: float
     finished: dict[str, int]
     interrupted: tuple[str, ...]
     took: float
+    resumable: tuple[str, ...] = ()
 
     def line(self) -> str:
         """One line for a daemon's last output, e.g. ``shutdown (sigterm): 3 runs ended
         in the grace (2 completed, 1 failed), 1 interrupted and resumable, 0.41 s``."""
         ended = sum(self.finished.values())
         detail = ", ".join(f"{count} {status}" for status, count in sorted(self.finished.items()))
+        interrupted = len(self.interrupted)
+        kept = (
+            "and resumable"
+            if len(self.resumable) == interrupted
+            else f"({len(self.resumable)} resumable)"
+        )
         return (
             f"shutdown ({self.reason}): {ended} run{'s' * (ended != 1)} ended in the grace"
             + (f" ({detail})" if detail else "")
-            + f", {len(self.interrupted)} interrupted and resumable, {self.took:.2f} s"
+            + f", {interrupted} interrupted {kept}, {self.took:.2f} s"
         )
 
 
@@ -110,6 +118,9 @@ async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
             for run in stopped:
                 await run.wait()
         interrupted = tuple(run.run_id for run in stopped)
+        resumable = tuple(
+            run.run_id for run in stopped if getattr(run.history[-1], "resumable", False)
+        )
         finished: dict[str, int] = {}
         for run_id, run in before.items():
             if run_id not in interrupted:
@@ -120,6 +131,7 @@ async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
             finished=finished,
             interrupted=interrupted,
             took=trio.current_time() - shutdown.began,
+            resumable=resumable,
         )
         shutdown.done.set()
     return shutdown.summary
