@@ -27,8 +27,10 @@ exposition server, in a thread of its own). The metrics, with their labels:
 ``ra_restarts_total``                      supervisor restarts: ``supervisor``, ``child``,
                                            ``code`` (``supervisor.decision`` = restart)
 ``ra_runs_total``                          ended runs: ``outcome`` (completed, failed,
-                                           cancelled), ``code`` (``cancelled`` for a
-                                           cancel, empty when completed)
+                                           cancelled, or interrupted — by a shutdown,
+                                           resumed by the next daemon), ``code``
+                                           (``cancelled`` for a cancel or an
+                                           interruption, empty when completed)
 ``ra_run_seconds``                         run duration histogram: ``outcome``
 ``ra_run_tokens_total``, ``…cost…``        tokens and dollars of ended runs: ``outcome``
 ``ra_tool_calls_total``                    tool calls of runs: ``tool``, ``code`` (``ok``
@@ -164,7 +166,8 @@ class Metrics:
             self.restarts.labels(event.supervisor, event.child, _code(event.error)).inc()
 
     def _run(self, event: Any) -> None:
-        outcome = event.name.removeprefix("run:")
+        # A run a shutdown interrupted is resumed by the next daemon: not an ending.
+        outcome = "interrupted" if getattr(event, "resumable", False) else event.name[4:]
         code = {"run:completed": "", "run:cancelled": "cancelled"}.get(event.name)
         self.runs.labels(outcome, getattr(event, "code", "") if code is None else code).inc()
         self.run_seconds.labels(outcome).observe(event.duration)
@@ -211,6 +214,10 @@ def serve_metrics(metrics: Metrics, *, port: int = 9464, host: str = "127.0.0.1"
         raise ActorError.from_code(
             Code.CONFIG_INVALID, f"serve_metrics: expected Metrics, got {type(metrics).__name__}"
         )
+    if type(port) is not int or not 0 <= port <= 65535:
+        raise ActorError.from_code(
+            Code.CONFIG_INVALID, f"serve_metrics: port must be an int from 0 to 65535, got {port!r}"
+        )
     try:
         server, thread = start_http_server(port, addr=host, registry=metrics.registry)
     except OSError as exc:
@@ -220,7 +227,8 @@ def serve_metrics(metrics: Metrics, *, port: int = 9464, host: str = "127.0.0.1"
             cause=exc,
         ) from exc
     try:
-        yield f"http://{host}:{server.server_port}/metrics"
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
+        yield f"http://{shown}:{server.server_port}/metrics"
     finally:
         server.shutdown()
         server.server_close()

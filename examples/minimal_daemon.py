@@ -5,9 +5,10 @@ import sys
 
 import trio
 
+from actors import ActorError
 from actors.journal import open_journal
 from supervisors import SupervisorSpec, open_daemon, open_tree
-from supervisors.runs import NodeContext, Run, Step, Workflow, open_runs
+from supervisors.runs import NodeContext, Run, Runs, Step, Workflow, open_runs
 
 
 async def shout(ctx: NodeContext) -> dict[str, str]:
@@ -23,6 +24,14 @@ async def report(run: Run) -> None:
     print(run.run_id, outcome.status, outcome.state.get("answer", "-"), flush=True)
 
 
+async def start(runs: Runs, nursery: trio.Nursery, line: bytes) -> None:
+    text = line.decode(errors="replace").strip()
+    try:
+        nursery.start_soon(report, await runs.start(FLOW, {"text": text}))
+    except ActorError as error:  # e.g. actor_stopped: a line that came during a shutdown
+        print("refused", repr(text), error.code, flush=True)
+
+
 async def main() -> None:
     async with (
         open_daemon(grace=5) as daemon,
@@ -32,7 +41,7 @@ async def main() -> None:
         trio.open_nursery() as nursery,
         trio.lowlevel.FdStream(os.dup(sys.stdin.fileno())) as stdin,
     ):
-        for run in runs.resumed:
+        for run in runs.resumed:  # the runs the last shutdown interrupted
             nursery.start_soon(report, run)
 
         async def intake() -> None:
@@ -40,7 +49,9 @@ async def main() -> None:
             async for chunk in stdin:
                 *lines, pending = (pending + chunk).split(b"\n")
                 for line in lines:
-                    nursery.start_soon(report, await runs.start(FLOW, {"text": line.decode()}))
+                    await start(runs, nursery, line)
+            if pending:  # a last line without its newline
+                await start(runs, nursery, pending)
             if not daemon.stopping.is_set():  # end of input during a shutdown changes nothing
                 daemon.stop("eof")
 

@@ -112,7 +112,16 @@ async def intake(
 ) -> None:
     """Start a run per input line — of the file ``source``, or of stdin — until end of
     input (then stop the daemon: ``eof``)."""
-    fd = os.dup(sys.stdin.fileno()) if source is None else os.open(source, os.O_RDONLY)
+    try:
+        if source is not None:
+            fd = os.open(source, os.O_RDONLY)
+        elif sys.stdin is None:  # started with its stdin closed (<&-): no tasks
+            fd = os.open(os.devnull, os.O_RDONLY)
+        else:
+            fd = os.dup(sys.stdin.fileno())
+    except OSError as exc:  # the file cannot be read: no tasks
+        print(f"no input: {exc.strerror}", flush=True)
+        fd = os.open(os.devnull, os.O_RDONLY)
     stream = trio.lowlevel.FdStream(fd)
     buffer = b""
     async with stream:
@@ -120,18 +129,19 @@ async def intake(
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
-                await start(runs, workflow, nursery, line.decode())
+                await start(runs, workflow, nursery, line)
     if buffer:
-        await start(runs, workflow, nursery, buffer.decode())
+        await start(runs, workflow, nursery, buffer)
     if not daemon.stopping.is_set():  # after a signal, end of input changes nothing
         daemon.stop("eof")
 
 
-async def start(runs: Runs, workflow: Workflow, nursery: trio.Nursery, line: str) -> None:
+async def start(runs: Runs, workflow: Workflow, nursery: trio.Nursery, line: bytes) -> None:
     try:
-        task = parse_task(line)
-    except ValueError as exc:
-        print(f"refused {line.strip()[:60]!r}: {exc}", flush=True)
+        task = parse_task(line.decode())
+    except ValueError as exc:  # not JSON, not a task, or not UTF-8
+        shown = line.decode(errors="replace").strip()[:60]
+        print(f"refused {shown!r}: {exc}", flush=True)
         return
     if task is None:
         return
@@ -158,6 +168,10 @@ async def serve(argv: list[str]) -> int:
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics here")
     parser.add_argument("--tasks", help="read the tasks from this file instead of stdin")
     options = parser.parse_args(argv)
+    if not options.grace >= 0:  # NaN, negative: argparse takes any float
+        parser.error(f"--grace must be seconds >= 0, got {options.grace}")
+    if options.tasks is not None and not await trio.Path(options.tasks).is_file():
+        parser.error(f"--tasks {options.tasks!r} is not a file")
     configure_logging(mode="json", level="warning", stream=sys.stderr)
     workflow = answer_task(options.max_work)
     script = FaultScript(probabilities=FAULTS, seed=options.seed)

@@ -29,10 +29,12 @@ is where Python delivers signals).
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import Final
 
 import trio
@@ -61,11 +63,13 @@ class Daemon:
         #: A second signal or stop came: the grace is over.
         self.hurried = False
         self._nursery = nursery
-        self._runs: Runs | None = None
+        self._served: list[Runs] = []
+        self._closed = False
 
     def stop(self, reason: str = "stop") -> None:
         """Start the shutdown with ``reason``, as a signal would; a second call ends the
-        grace at once. ``input_validation`` for an empty reason."""
+        grace at once (of every ``Runs`` being served). ``input_validation`` for an empty
+        reason."""
         if type(reason) is not str or not reason:
             raise ActorError.from_code(
                 Code.INPUT_VALIDATION, "Daemon.stop: reason must be a non-empty string"
@@ -75,9 +79,10 @@ class Daemon:
             self.stopping.set()
             return
         self.hurried = True
-        runs = self._runs
-        if runs is not None and not self._nursery.cancel_scope.cancel_called:
-            assert self.reason is not None
+        if self._closed or self._nursery.cancel_scope.cancel_called:
+            return
+        assert self.reason is not None
+        for runs in self._served:
             self._nursery.start_soon(runs.shutdown, self.reason, 0.0)
 
     async def serve(self, runs: Runs) -> ShutdownSummary:
@@ -89,7 +94,7 @@ class Daemon:
                 Code.INPUT_VALIDATION,
                 f"Daemon.serve: runs must be a Runs, got {type(runs).__name__}",
             )
-        self._runs = runs
+        self._served.append(runs)
         try:
             await self.stopping.wait()
         except trio.Cancelled:
@@ -100,13 +105,10 @@ class Daemon:
         assert self.reason is not None
         return await runs.shutdown(self.reason, 0.0 if self.hurried else self.grace)
 
-    async def _watch(
-        self, signals: tuple[signal.Signals, ...], *, task_status: trio.TaskStatus[None]
-    ) -> None:
-        with trio.open_signal_receiver(*signals) as received:
-            task_status.started()
-            async for signum in received:
-                self.stop(signal.Signals(signum).name.lower())
+    def _signalled(self, signum: int) -> None:
+        """In the trio thread, once per signal delivered (two quick ones are two)."""
+        if not self._closed:
+            self.stop(signal.Signals(signum).name.lower())
 
 
 @asynccontextmanager
@@ -115,27 +117,64 @@ async def open_daemon(
 ) -> AsyncIterator[Daemon]:
     """A :class:`Daemon` listening for ``signals`` (default ``SIGTERM`` and ``SIGINT``)
     for the duration of the block (see the module docstring). ``grace``: seconds the runs
-    in flight get once the shutdown starts (``math.inf``: no limit). ``input_validation``
-    for a negative or NaN grace, or no signal; ``config_invalid`` outside the main
-    thread."""
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, "open_daemon: grace must be seconds >= 0 (inf: no limit)"
-        )
+    in flight get once the shutdown starts (``math.inf``: no limit; a number too large
+    for a float is no limit too). ``input_validation`` for a negative or NaN grace, no
+    signal, or a signal that cannot be caught (``SIGKILL``, ``SIGSTOP``);
+    ``config_invalid`` outside the main thread.
+
+    Each delivery counts: two signals sent back to back are a first and a second one
+    (trio's own signal receiver would merge them), so the second ends the grace."""
+    seconds = _seconds(grace)
     if threading.current_thread() is not threading.main_thread():
         raise ActorError.from_code(
             Code.CONFIG_INVALID,
             "open_daemon: must run in the main thread (Python delivers signals there)",
         )
-    wanted = tuple(signals)
-    if not wanted or not all(isinstance(s, signal.Signals) for s in wanted):
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, "open_daemon: signals must be signal.Signals, at least one"
-        )
+    wanted = _signals(signals)
+    token = trio.lowlevel.current_trio_token()
     async with open_nursery_unwrapped() as nursery:
-        daemon = Daemon(float(grace), nursery)
-        await nursery.start(daemon._watch, wanted)  # the handlers are in place
+        daemon = Daemon(seconds, nursery)
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            # Signal-safe (as trio's own receiver does it), and not idempotent: every
+            # delivery is a call.
+            token.run_sync_soon(daemon._signalled, signum)
+
+        previous = {}
         try:
+            for signum in wanted:
+                previous[signum] = signal.signal(signum, handler)
             yield daemon
         finally:
+            daemon._closed = True
+            for signum, handling in previous.items():
+                signal.signal(signum, handling)
             nursery.cancel_scope.cancel(reason="daemon block left")
+
+
+def _seconds(grace: object) -> float:
+    if isinstance(grace, bool) or not isinstance(grace, int | float):
+        grace = math.nan
+    try:
+        seconds = float(grace)
+    except OverflowError:  # an int too large for a float: no limit
+        seconds = math.inf
+    if not seconds >= 0:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "open_daemon: grace must be seconds >= 0 (inf: no limit)"
+        )
+    return seconds
+
+
+def _signals(signals: Iterable[object]) -> tuple[signal.Signals, ...]:
+    problem = "open_daemon: signals must be signal.Signals that can be caught, at least one"
+    try:
+        wanted: tuple[object, ...] = tuple(signals)
+    except TypeError:
+        wanted = ()
+    uncatchable = {signal.SIGKILL, signal.SIGSTOP}
+    if not wanted or not all(
+        isinstance(s, signal.Signals) and s not in uncatchable for s in wanted
+    ):
+        raise ActorError.from_code(Code.INPUT_VALIDATION, problem)
+    return tuple(dict.fromkeys(s for s in wanted if isinstance(s, signal.Signals)))

@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -103,6 +104,26 @@ def _text(*, optional: bool = False) -> dict[str, Any]:
     return {_CHECK: check}
 
 
+_VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _variable(*, optional: bool = False) -> dict[str, Any]:
+    """The *name* of an environment variable. A value that is not a name is not shown
+    in the message: it is most likely the secret pasted in its place."""
+
+    def check(value: Any) -> str | None:
+        if (value is None and optional) or (
+            isinstance(value, str) and _VARIABLE.fullmatch(value) is not None
+        ):
+            return None
+        return (
+            "must be the name of an environment variable (letters, digits, _), not its"
+            " value (not shown)"
+        )
+
+    return {_CHECK: check}
+
+
 def _port(value: Any) -> str | None:
     if value is None or (type(value) is int and 0 <= value <= 65535):
         return None
@@ -122,7 +143,7 @@ class ProviderSection:
 
     kind: Literal["openai", "anthropic"] = attrs.field(metadata={_CHECK: _kind})
     base_url: str = attrs.field(metadata=_text())
-    api_key_env: str = attrs.field(metadata=_text())
+    api_key_env: str = attrs.field(metadata=_variable())
     connect_timeout: float = attrs.field(default=5.0, metadata=_seconds())
     read_timeout: float = attrs.field(default=60.0, metadata=_seconds())
     requests_per_minute: float | None = attrs.field(default=None, metadata=_rate())
@@ -154,7 +175,7 @@ class JournalSection:
     ``lease_ttl`` for PostgreSQL."""
 
     path: str | None = attrs.field(default=None, metadata=_text(optional=True))
-    dsn_env: str | None = attrs.field(default=None, metadata=_text(optional=True))
+    dsn_env: str | None = attrs.field(default=None, metadata=_variable(optional=True))
     lease_ttl: float = attrs.field(default=30.0, metadata=_seconds())
 
 
@@ -175,8 +196,13 @@ class Deployment:
     tree: SupervisorSpec = attrs.field(factory=SupervisorSpec)
     journal: JournalSection = attrs.field(factory=JournalSection)
     daemon: DaemonSection = attrs.field(factory=DaemonSection)
-    #: The environment the variables were read from (the process's, by default).
-    environ: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    #: Where the variables are read, when a request is made: the mapping given to
+    #: :func:`load_deployment`, or ``None`` for the process's environment (so a rotated
+    #: key is picked up). Never a copy of the process's environment.
+    environ: Mapping[str, str] | None = attrs.field(default=None, repr=False)
+
+    def _read(self, variable: str) -> str:
+        return (os.environ if self.environ is None else self.environ)[variable]
 
     def provider_config(self, name: str) -> ProviderConfig:
         """The :class:`~actors.providers.ProviderConfig` of provider ``name`` (its key
@@ -185,7 +211,7 @@ class Deployment:
         return ProviderConfig(
             name=name,
             base_url=section.base_url,
-            api_key=lambda: self.environ[section.api_key_env],
+            api_key=lambda: self._read(section.api_key_env),
             connect_timeout=float(section.connect_timeout),
             read_timeout=float(section.read_timeout),
         )
@@ -236,7 +262,7 @@ class Deployment:
             return self.journal.path or "runs.journal"
         from actors.journal import PostgresStore
 
-        return PostgresStore(self.environ[self.journal.dsn_env])
+        return PostgresStore(self._read(self.journal.dsn_env))
 
 
 class _Invalid(ValueError):
@@ -280,30 +306,59 @@ def load_deployment(
     data: Mapping[str, Any] | str, *, environ: Mapping[str, str] | None = None
 ) -> Deployment:
     """A :class:`Deployment` from a TOML document (or its parsed mapping); the
-    variables it names are read from ``environ`` (default: the process's environment).
-    ``config_invalid`` naming every problem by its path (the module docstring)."""
-    env = dict(os.environ if environ is None else environ)
+    variables it names are looked up in ``environ`` (default: the process's environment,
+    read again when a key is needed). ``config_invalid`` naming every problem by its
+    path (the module docstring); ``input_validation`` when ``environ`` is not a mapping
+    of strings."""
+    if environ is not None and not (
+        isinstance(environ, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in environ.items())
+    ):
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, "load_deployment: environ must map names to strings"
+        )
+    env: Mapping[str, str] = os.environ if environ is None else environ
     try:
         raw = tomllib.loads(data) if isinstance(data, str) else data
-    except tomllib.TOMLDecodeError as exc:
-        raise _invalid([f"not valid TOML: {exc}"]) from exc
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise _invalid([f"not valid TOML: {type(exc).__name__}: {exc}"]) from exc
     if not isinstance(raw, Mapping):
         raise _invalid([f"expected a table, got {_show(raw)}"])
     raw = dict(raw)
-    problems: list[str] = []
+    problems = [
+        f"must be a table, got {_show(raw[name])} @ $.{name}"
+        for name in ("daemon", "journal", "tree", "providers", "pool")
+        if name in raw and not isinstance(raw[name], Mapping)
+    ]
+    if isinstance(raw.get("providers"), Mapping):
+        problems += [
+            f"must be a table, got {_show(value)} @ $.providers[{name!r}]"
+            for name, value in raw["providers"].items()
+            if not isinstance(value, Mapping)
+        ]
+    if isinstance(raw.get("pool"), Mapping) and "targets" in raw["pool"]:
+        targets = raw["pool"]["targets"]
+        if not isinstance(targets, list | tuple) or not all(
+            isinstance(t, Mapping) for t in targets
+        ):
+            problems.append(
+                f"must be a list of {{provider, model}} tables, got {_show(targets)}"
+                " @ $.pool.targets"
+            )
     if "environ" in raw:
         problems.append("extra fields found (environ) @ $")
+    if problems:
+        raise _invalid(problems)
     tree, tree_problems = _tree(raw.pop("tree", {}))
-    raw.pop("environ", None)
     try:
-        deployment = _converter().structure({**raw, "environ": env}, Deployment)
+        deployment = _converter().structure({**raw, "environ": None}, Deployment)
     except cattrs.BaseValidationError as exc:
         problems += cattrs.transform_error(exc, format_exception=_describe)
         raise _invalid(problems + tree_problems) from exc
-    problems += tree_problems + _across(deployment, env)
+    problems += tree_problems + _across(deployment, tree, env)
     if problems:
         raise _invalid(problems)
-    return attrs.evolve(deployment, tree=tree)
+    return attrs.evolve(deployment, tree=tree, environ=environ)
 
 
 def _tree(raw: Any) -> tuple[SupervisorSpec, list[str]]:
@@ -318,9 +373,15 @@ def _tree(raw: Any) -> tuple[SupervisorSpec, list[str]]:
         ]
 
 
-def _across(deployment: Deployment, env: Mapping[str, str]) -> list[str]:
+def _across(deployment: Deployment, tree: SupervisorSpec, env: Mapping[str, str]) -> list[str]:
     """The rules across sections."""
+    children = {child.id for child in tree.children}
     problems = [
+        f"is the id of a child of [tree] already, got {name!r} @ $.providers[{name!r}]"
+        for name in deployment.providers
+        if name in children
+    ]
+    problems += [
         f"environment variable {section.api_key_env!r} is not set"
         f" @ $.providers[{name!r}].api_key_env"
         for name, section in deployment.providers.items()

@@ -121,8 +121,14 @@ async def test_an_error_in_the_block_comes_out_as_raised(autojump_clock: Any) ->
         ({"grace": -1}, "grace must be seconds >= 0"),
         ({"grace": math.nan}, "grace must be seconds >= 0"),
         ({"grace": True}, "grace must be seconds >= 0"),
-        ({"signals": []}, "signals must be signal.Signals, at least one"),
-        ({"signals": [15]}, "signals must be signal.Signals, at least one"),
+        ({"signals": []}, "signals must be signal.Signals that can be caught, at least one"),
+        ({"signals": [15]}, "signals must be signal.Signals that can be caught, at least one"),
+        ({"signals": 5}, "signals must be signal.Signals that can be caught, at least one"),
+        (
+            {"signals": [signal.SIGTERM, signal.SIGKILL]},
+            "signals must be signal.Signals that can be caught, at least one",
+        ),
+        ({"grace": "5"}, "grace must be seconds >= 0"),
     ],
 )
 async def test_bad_daemon_settings_are_refused(options: dict[str, Any], message: str) -> None:
@@ -174,3 +180,50 @@ async def test_stop_without_a_reason_says_stop(autojump_clock: Any) -> None:
         daemon.stop()
         summary = await daemon.serve(runs)
     assert (daemon.reason, summary.reason) == ("stop", "stop")
+
+
+async def test_two_signals_sent_back_to_back_are_two(autojump_clock: Any) -> None:
+    """Trio's own signal receiver merges a signal repeated before it is read: the daemon
+    counts every delivery, so the second ends the grace."""
+    slow = Slow()
+    async with open_daemon(grace=30) as daemon, journalled() as (_, runs, _journal):
+        await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        summary = await daemon.serve(runs)
+        assert trio.current_time() == 0.0
+    assert (daemon.reason, daemon.hurried, summary.interrupted) == ("sigterm", True, ("r",))
+
+
+async def test_a_grace_too_large_for_a_float_is_no_limit(autojump_clock: Any) -> None:
+    async with open_daemon(grace=10**400) as daemon:
+        assert daemon.grace == math.inf
+
+
+async def test_a_second_stop_hurries_every_runs_being_served(autojump_clock: Any) -> None:
+    from supervisors import SupervisorSpec, open_tree
+    from supervisors.runs import open_runs
+
+    slow = Slow()
+    got: list[float] = []
+    async with (
+        open_daemon(grace=50) as daemon,
+        open_tree(SupervisorSpec()) as tree,
+        open_runs(tree, name="one") as one,
+        open_runs(tree, name="two") as two,
+    ):
+        await one.start(slow.workflow(), {"seconds": 100})
+        await two.start(slow.workflow(), {"seconds": 100})
+
+        async def serve(runs: Any) -> None:
+            await daemon.serve(runs)
+            got.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve, one)
+            nursery.start_soon(serve, two)
+            await trio.sleep(1)
+            daemon.stop("first")
+            await trio.sleep(2)
+            daemon.stop("second")
+    assert got == [3.0, 3.0]

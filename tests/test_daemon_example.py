@@ -53,9 +53,11 @@ class Daemon:
         self._queue.put(None)
 
     def send(self, *tasks: str) -> None:
+        """Write task lines (a lone surrogate stands for a byte that is not UTF-8)."""
         assert self.process.stdin is not None
-        self.process.stdin.write("".join(task + "\n" for task in tasks))
-        self.process.stdin.flush()
+        data = "".join(task + "\n" for task in tasks).encode("utf-8", "surrogateescape")
+        self.process.stdin.buffer.write(data)
+        self.process.stdin.buffer.flush()
 
     def close_input(self) -> None:
         assert self.process.stdin is not None
@@ -219,6 +221,7 @@ def test_bad_task_lines_are_refused_and_the_daemon_goes_on(tmp_path: Path) -> No
     try:
         daemon.send(
             "{not json",
+            "\udcff\udcfe not utf-8",
             '{"id": "w", "work": -1}',
             '{"id": "ok", "work": 0}',
             '{"id": "ok", "work": 0}',
@@ -231,12 +234,57 @@ def test_bad_task_lines_are_refused_and_the_daemon_goes_on(tmp_path: Path) -> No
         daemon.kill()
     _assert_clean(code, stderr)
     refused = [line for line in daemon.lines if line.startswith("refused ")]
-    assert len(refused) == 3, daemon.lines
+    assert len(refused) == 4, daemon.lines
     assert refused[0].startswith("refused '{not json': ")
+    assert refused[1] == (
+        "refused '\ufffd\ufffd not utf-8': 'utf-8' codec can't decode byte 0xff in position 0:"
+        " invalid start byte"
+    )
     assert (
-        refused[1]
+        refused[2]
         == 'refused \'{"id": "w", "work": -1}\': a task is an object whose work is seconds >= 0'
     )
-    assert refused[2] == "refused 'ok': name_taken"
+    assert refused[3] == "refused 'ok': name_taken"
     ended = sorted(line for line in daemon.lines if line.startswith("ended "))
     assert len(ended) == 2 and all(line.endswith(" completed") for line in ended)
+
+
+def _minimal(tmp_path: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "minimal_daemon.py")],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_the_minimal_daemon_takes_every_line_even_bad_bytes_and_a_last_one(
+    tmp_path: Path,
+) -> None:
+    process = _minimal(tmp_path)
+    out, err = process.communicate(b"one\n\xff\xfe bad\ntwo", timeout=WAIT)
+    lines = [line for line in out.decode().splitlines() if not line.startswith("20")]
+    assert process.returncode == 0 and b"Traceback" not in err
+    answers = sorted(line.split(" ", 2)[2] for line in lines if " completed " in line)
+    assert answers == ["ONE", "TWO", "\ufffd\ufffd BAD"]
+    assert lines[-1].startswith("shutdown (eof): 3 runs ended in the grace (3 completed)")
+
+
+def test_the_minimal_daemon_refuses_a_line_that_comes_during_the_grace(tmp_path: Path) -> None:
+    process = _minimal(tmp_path)
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"hello\n")
+    process.stdin.flush()
+    time.sleep(1.0)  # hello is running (its step takes 1 s, the grace is 5 s)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    process.stdin.write(b"late\n")
+    process.stdin.flush()
+    out, err = process.communicate(timeout=WAIT)
+    lines = [line for line in out.decode().splitlines() if not line.startswith("20")]
+    assert process.returncode == 0 and b"Traceback" not in err
+    assert "refused 'late' actor_stopped" in lines
+    assert any(line.endswith(" completed HELLO") for line in lines)  # its grace was whole
+    assert lines[-1].startswith("shutdown (sigterm): 1 run ended in the grace (1 completed)")

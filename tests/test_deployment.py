@@ -261,3 +261,74 @@ def test_the_boundaries_that_are_allowed() -> None:
     assert (deployment.daemon.grace, deployment.daemon.metrics_port) == (0.0, 65535)
     assert deployment.journal.lease_ttl == 0.001
     assert isinstance(deployment.daemon.grace, float)
+
+
+def test_a_secret_pasted_in_place_of_its_variable_is_refused_and_never_shown() -> None:
+    text = config(
+        alpha='kind = "openai"\nbase_url = "u"\napi_key_env = "gsk_LIVEKEYabcdef1234567890!"',
+        journal='dsn_env = "postgresql://app:hunter2pw@db.internal/runs"',
+    )
+    with pytest.raises(ActorError) as caught:
+        load_deployment(text, environ=ENV)
+    message = caught.value.message
+    assert "LIVEKEY" not in message and "hunter2pw" not in message
+    problem = (
+        "must be the name of an environment variable (letters, digits, _), not its value"
+        " (not shown)"
+    )
+    assert message == (
+        f"invalid deployment: {problem} @ $.providers['alpha'].api_key_env;"
+        f" {problem} @ $.journal.dsn_env"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ('pool = "x"', "must be a table, got 'x' @ $.pool"),
+        ('daemon = "x"', "must be a table, got 'x' @ $.daemon"),
+        ("providers = {alpha = 3}", "must be a table, got 3 @ $.providers['alpha']"),
+        (
+            '[pool]\ntargets = "alpha"',
+            "must be a list of {provider, model} tables, got 'alpha' @ $.pool.targets",
+        ),
+        ("x = " + "[" * 2000 + "]" * 2000, "not valid TOML: RecursionError"),
+    ],
+)
+def test_the_wrong_shape_is_named_plainly(data: str, problem: str) -> None:
+    with pytest.raises(ActorError, match=r"^\[config_invalid\] invalid deployment: ") as caught:
+        load_deployment(data, environ=ENV)
+    assert problem in caught.value.message
+
+
+def test_a_provider_named_like_a_child_of_the_tree_is_refused() -> None:
+    text = config(
+        tree='[[tree.children]]\nid = "alpha"\nactor = "tests.test_tree_introspection:Idle"'
+    )
+    with pytest.raises(ActorError) as caught:
+        load_deployment(text, environ=ENV)
+    assert "is the id of a child of [tree] already, got 'alpha' @ $.providers['alpha']" in (
+        caught.value.message
+    )
+
+
+@pytest.mark.parametrize("environ", ["notamap", {"A": None}, {1: "x"}])
+def test_a_bad_environ_is_input_validation(environ: Any) -> None:
+    with pytest.raises(
+        ActorError,
+        match=r"^\[input_validation\] load_deployment: environ must map names to strings$",
+    ):
+        load_deployment(config(), environ=environ)
+
+
+def test_without_environ_the_process_environment_is_read_when_needed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ALPHA_KEY", "sk-first")
+    monkeypatch.setenv("BETA_KEY", "sk-beta")
+    deployment = load_deployment(config())
+    assert deployment.environ is None  # no copy of the environment is kept
+    alpha = deployment.provider_config("alpha")
+    assert alpha.resolve_api_key() == "sk-first"
+    monkeypatch.setenv("ALPHA_KEY", "sk-rotated")
+    assert alpha.resolve_api_key() == "sk-rotated"

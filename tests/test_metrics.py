@@ -229,3 +229,42 @@ def test_bad_arguments_are_config_invalid() -> None:
 def test_two_metrics_do_not_share_a_registry() -> None:
     one, two = Metrics(), Metrics()
     assert one.registry is not two.registry
+
+
+@pytest.mark.parametrize("port", [70000, -1, None, 1.5, True])
+def test_a_port_that_is_not_a_port_is_config_invalid(port: Any) -> None:
+    with (
+        pytest.raises(
+            ActorError,
+            match=rf"^\[config_invalid\] serve_metrics: port must be an int from 0 to 65535, got {port!r}$",
+        ),
+        serve_metrics(Metrics(), port=port),
+    ):
+        pass
+
+
+async def test_an_ipv6_host_is_bracketed_in_the_url() -> None:
+    with serve_metrics(Metrics(), port=0, host="::1") as url:
+        assert url.startswith("http://[::1]:") and url.endswith("/metrics")
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url)).status_code == 200
+
+
+def test_a_run_a_shutdown_interrupted_is_counted_interrupted_not_cancelled() -> None:
+    from actors.events import RunCancelled
+
+    metrics = Metrics()
+    common = {"seq": 3, "at": 1.0, "in_flight": ("n",), "duration": 2.0, "tokens": 0, "cost": 0.0}
+    metrics.observe(RunCancelled(run_id="a", reason="sigterm", resumable=True, **common))
+    metrics.observe(RunCancelled(run_id="b", reason="user", **common))
+    runs = {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in metrics.registry.collect()
+        if family.name == "ra_runs"
+        for sample in family.samples
+        if sample.name == "ra_runs_total"
+    }
+    assert runs == {
+        (("code", "cancelled"), ("outcome", "interrupted")): 1.0,
+        (("code", "cancelled"), ("outcome", "cancelled")): 1.0,
+    }

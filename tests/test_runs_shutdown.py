@@ -133,7 +133,8 @@ async def test_a_second_call_shortens_the_grace_and_both_get_the_summary(
             nursery.start_soon(shut, "again", 0.0, 4.0)
     assert [at for at, _ in got] == [4.0, 4.0]
     assert got[0][1] is got[1][1]
-    assert (got[0][1].reason, got[0][1].interrupted, got[0][1].grace) == ("sigterm", ("r",), 30.0)
+    # The grace the runs got: shortened to 4 s by the second call.
+    assert (got[0][1].reason, got[0][1].interrupted, got[0][1].grace) == ("sigterm", ("r",), 4.0)
 
 
 async def test_a_longer_second_grace_does_not_extend_the_first(autojump_clock: Any) -> None:
@@ -283,3 +284,26 @@ async def test_a_run_cancelled_for_good_just_before_is_not_counted_resumable(
     assert (summary.interrupted, summary.resumable) == (("user", "kept"), ("kept",))
     assert summary.line().endswith(", 2 interrupted (1 resumable), 0.00 s")
     assert store.unfinished() == ["kept"]
+
+
+async def test_a_grace_too_large_for_a_float_is_no_limit(autojump_clock: Any) -> None:
+    slow = Slow()
+    async with journalled() as (_, runs, _journal):
+        await runs.start(slow.workflow(), {"seconds": 7})
+        summary = await runs.shutdown("sigterm", grace=10**400)
+    assert (summary.grace, summary.took, summary.finished) == (math.inf, 7.0, {"completed": 1})
+
+
+async def test_a_shorter_second_grace_is_the_grace_the_summary_reports(
+    autojump_clock: Any,
+) -> None:
+    slow = Slow()
+    async with journalled() as (_, runs, _journal):
+        await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+        await trio.sleep(1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runs.shutdown, "first", 10.0)
+            await trio.sleep(1)
+            summary = await runs.shutdown("second", 1.0)
+        assert trio.current_time() == 3.0
+    assert (summary.reason, summary.grace, summary.took) == ("first", 2.0, 2.0)

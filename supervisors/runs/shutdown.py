@@ -16,18 +16,21 @@ no run is left running, and none is cancelled for good.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import attrs
 import trio
 
 from actors import ActorError, Code
+from actors.events import RunCancelled, RunEvent
 from supervisors.runs.run import Run
 
 
 @attrs.frozen(kw_only=True)
 class ShutdownSummary:
-    """What a shutdown did: its ``reason``, the ``grace`` it gave, how many runs ended by
+    """What a shutdown did: its ``reason``, the ``grace`` it gave (shortened by a second
+    call, if one came), how many runs ended by
     themselves during it (``finished``, by status), the runs it ``interrupted``, which of
     those a journal keeps ``resumable`` (all of them with a journal; none without, or a
     run another cancel had already ended), and how long it ``took`` (seconds)."""
@@ -61,6 +64,8 @@ class Shutdown:
     """One shutdown under way (its grace scope) and its summary once done."""
 
     def __init__(self, grace: float) -> None:
+        #: The grace the runs get, from the start of the shutdown (a hurry shortens it).
+        self.grace = grace
         self.began = trio.current_time()
         self.scope = trio.CancelScope(deadline=self.began + grace)
         self.done = trio.Event()
@@ -68,7 +73,10 @@ class Shutdown:
 
     def hurry(self, grace: float) -> None:
         """End the grace ``grace`` seconds from now, if that is sooner."""
-        self.scope.deadline = min(self.scope.deadline, trio.current_time() + grace)
+        now = trio.current_time()
+        if now + grace < self.scope.deadline:
+            self.scope.deadline = now + grace
+            self.grace = now - self.began + grace
 
 
 class Runs(Protocol):
@@ -87,11 +95,17 @@ def checked(reason: object, grace: object) -> tuple[str, float]:
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, "Runs.shutdown: reason must be a non-empty string"
         )
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+    seconds = math.nan
+    if isinstance(grace, int | float) and not isinstance(grace, bool):
+        try:
+            seconds = float(grace)
+        except OverflowError:  # an int too large for a float: no limit
+            seconds = math.inf
+    if not seconds >= 0:
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, "Runs.shutdown: grace must be seconds >= 0 (inf: no limit)"
         )
-    return reason, float(grace)
+    return reason, seconds
 
 
 async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
@@ -118,16 +132,14 @@ async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
             for run in stopped:
                 await run.wait()
         interrupted = tuple(run.run_id for run in stopped)
-        resumable = tuple(
-            run.run_id for run in stopped if getattr(run.history[-1], "resumable", False)
-        )
+        resumable = tuple(run.run_id for run in stopped if _resumable(run.history[-1]))
         finished: dict[str, int] = {}
         for run_id, run in before.items():
             if run_id not in interrupted:
                 finished[run.status] = finished.get(run.status, 0) + 1
         shutdown.summary = ShutdownSummary(
             reason=reason,
-            grace=grace,
+            grace=shutdown.grace,
             finished=finished,
             interrupted=interrupted,
             took=trio.current_time() - shutdown.began,
@@ -135,3 +147,8 @@ async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
         )
         shutdown.done.set()
     return shutdown.summary
+
+
+def _resumable(last: RunEvent) -> bool:
+    """The run ended with a resumable cancel (not a cancel for good, nor a failure)."""
+    return isinstance(last, RunCancelled) and last.resumable

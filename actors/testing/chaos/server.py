@@ -25,6 +25,7 @@ import attrs
 import h11
 import trio
 
+from actors.nursery import open_nursery_unwrapped
 from actors.redact import SENSITIVE_KEYS
 from actors.testing.chaos.respond import respond
 from actors.testing.chaos.script import Fault, FaultScript
@@ -179,7 +180,8 @@ async def chaos_server(
 ) -> AsyncIterator[ChaosServer]:
     """Run a chaos server on loopback for the duration of the block."""
     server = ChaosServer(script or FaultScript())
-    async with trio.open_nursery() as nursery:
+    # An error of the block comes out as raised, not in a group (as from open_tree).
+    async with open_nursery_unwrapped() as nursery:
         await nursery.start(
             lambda task_status: server.serve(host=host, port=port, task_status=task_status)
         )
