@@ -195,9 +195,13 @@ async def test_two_signals_sent_back_to_back_are_two(autojump_clock: Any) -> Non
     assert (daemon.reason, daemon.hurried, summary.interrupted) == ("sigterm", True, ("r",))
 
 
-async def test_a_grace_too_large_for_a_float_is_no_limit(autojump_clock: Any) -> None:
+async def test_a_grace_too_large_for_a_float_is_no_limit_and_zero_is_allowed(
+    autojump_clock: Any,
+) -> None:
     async with open_daemon(grace=10**400) as daemon:
         assert daemon.grace == math.inf
+    async with open_daemon(grace=0) as daemon:
+        assert daemon.grace == 0.0
 
 
 async def test_a_second_stop_hurries_every_runs_being_served(autojump_clock: Any) -> None:
