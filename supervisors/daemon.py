@@ -29,7 +29,6 @@ is where Python delivers signals).
 
 from __future__ import annotations
 
-import math
 import signal
 import threading
 from collections.abc import AsyncIterator, Iterable
@@ -41,6 +40,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.lowlevel import open_nursery_unwrapped
+from supervisors.reals import grace_seconds
 from supervisors.runs import Runs, ShutdownSummary
 
 #: The signals a daemon shuts down on by default.
@@ -124,7 +124,7 @@ async def open_daemon(
 
     Each delivery counts: two signals sent back to back are a first and a second one
     (trio's own signal receiver would merge them), so the second ends the grace."""
-    seconds = _seconds(grace)
+    seconds = grace_seconds(grace, "open_daemon")
     if threading.current_thread() is not threading.main_thread():
         raise ActorError.from_code(
             Code.CONFIG_INVALID,
@@ -150,20 +150,6 @@ async def open_daemon(
             for signum, handling in previous.items():
                 signal.signal(signum, handling)
             nursery.cancel_scope.cancel(reason="daemon block left")
-
-
-def _seconds(grace: object) -> float:
-    if isinstance(grace, bool) or not isinstance(grace, int | float):
-        grace = math.nan
-    try:
-        seconds = float(grace)
-    except OverflowError:  # an int too large for a float: no limit
-        seconds = math.inf
-    if not seconds >= 0:
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, "open_daemon: grace must be seconds >= 0 (inf: no limit)"
-        )
-    return seconds
 
 
 def _signals(signals: Iterable[object]) -> tuple[signal.Signals, ...]:

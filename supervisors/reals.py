@@ -9,7 +9,27 @@ decides whether it allows them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from actors import ActorError, Code
+
+
+def grace_seconds(value: Any, where: str) -> float:
+    """A grace period: seconds >= 0, ``math.inf`` for no limit (an int too large for a
+    float is no limit too); ``input_validation`` naming ``where`` otherwise (NaN, negative,
+    a bool, not a number)."""
+    seconds = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    if not seconds >= 0:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, f"{where}: grace must be seconds >= 0 (inf: no limit)"
+        )
+    return seconds
 
 
 def as_float(value: Any) -> float | None:

@@ -16,7 +16,6 @@ no run is left running, and none is cancelled for good.
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
 import attrs
@@ -24,6 +23,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import RunCancelled, RunEvent
+from supervisors.reals import grace_seconds
 from supervisors.runs.run import Run
 
 
@@ -95,16 +95,7 @@ def checked(reason: object, grace: object) -> tuple[str, float]:
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, "Runs.shutdown: reason must be a non-empty string"
         )
-    seconds = math.nan
-    if isinstance(grace, int | float) and not isinstance(grace, bool):
-        try:
-            seconds = float(grace)
-        except OverflowError:  # an int too large for a float: no limit
-            seconds = math.inf
-    if not seconds >= 0:
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, "Runs.shutdown: grace must be seconds >= 0 (inf: no limit)"
-        )
+    seconds = grace_seconds(grace, "Runs.shutdown")
     return reason, seconds
 
 
