@@ -32,6 +32,7 @@ from actors.metrics import Metrics, serve_metrics
 from actors.observe import add_event_hook, bind_context, configure_logging, get_logger
 from actors.redact import redact_text, register_secret
 from actors.runtime import Runtime, open_runtime
+from actors.tracing import Tracing
 from actors.usage import Usage
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "StoreError",
     "SupervisionError",
     "ToolError",
+    "Tracing",
     "Usage",
     "ValidationError",
     "add_event_hook",

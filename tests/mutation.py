@@ -135,6 +135,8 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
     "actors/journal/thread.py": ("tests/test_journal_thread.py",),
     "supervisors/runs/shutdown.py": ("tests/test_runs_shutdown.py", "tests/test_daemon.py"),
     "supervisors/daemon.py": ("tests/test_daemon.py",),
+    "actors/tracing.py": ("tests/test_tracing.py",),
+    "actors/metrics.py": ("tests/test_metrics.py",),
     "supervisors/deployment.py": ("tests/test_deployment.py",),
     "actors/nodes/runner.py": (
         "tests/test_runs_steps.py",

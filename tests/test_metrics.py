@@ -268,3 +268,251 @@ def test_a_run_a_shutdown_interrupted_is_counted_interrupted_not_cancelled() -> 
         (("code", "cancelled"), ("outcome", "interrupted")): 1.0,
         (("code", "cancelled"), ("outcome", "cancelled")): 1.0,
     }
+
+
+def test_every_metric_its_help_and_labels_are_pinned() -> None:
+    """One record of each kind the metrics read, then the whole exposition: names,
+    help texts, types and label names, exactly."""
+    from actors import ActorError as Error
+    from actors.events import (
+        BreakerTransition,
+        PoolAttemptFailed,
+        RetryScheduled,
+        RunFailed,
+        SupervisorDecision,
+        ToolCalled,
+        ToolCallFailed,
+    )
+
+    metrics = Metrics()
+    error = Error.from_code("unavailable", "down")
+    attempt = {
+        "request_id": "q",
+        "provider": "p",
+        "model": "m",
+        "latency": 0.25,
+        "input_tokens": 3,
+        "output_tokens": 4,
+        "cost": 0.5,
+        "usage_estimated": False,
+        "hedge": False,
+    }
+    for event in (
+        PoolAttemptFailed(number=1, outcome="failed", code="unavailable", **attempt),
+        RetryScheduled(attempt=1, error=error, delay=1.0, source="schedule"),
+        BreakerTransition(
+            provider="p",
+            model=None,
+            before="closed",
+            after="open",
+            code="unavailable",
+            cooldown=60.0,
+            permanent=False,
+        ),
+        SupervisorDecision(
+            supervisor="root",
+            child="w",
+            error=error,
+            directive="restart",
+            restarts=1,
+            delay=0.0,
+            at=1.0,
+        ),
+        RunFailed(
+            run_id="r",
+            seq=2,
+            at=1.0,
+            code="tool_failed",
+            message="m",
+            correlation_id="c",
+            node_id="n",
+            duration=2.0,
+            tokens=7,
+            cost=0.25,
+        ),
+        ToolCalled(run_id="r", seq=1, at=1.0, node_id="n", tool="t", index=0, key="k", code="ok"),
+        ToolCallFailed(tool="t", code="tool_failed", attempts=2, key="k"),
+    ):
+        metrics.observe(event)
+    families = {
+        family.name: (
+            family.documentation,
+            family.type,
+            sorted({(sample.name, tuple(sorted(sample.labels))) for sample in family.samples}),
+        )
+        for family in metrics.registry.collect()
+    }
+    hist = ("_bucket", "_count", "_sum")
+    assert families == {
+        "ra_attempts": (
+            "Provider attempts",
+            "counter",
+            [
+                ("ra_attempts_created", ("code", "model", "outcome", "provider")),
+                ("ra_attempts_total", ("code", "model", "outcome", "provider")),
+            ],
+        ),
+        "ra_requests": (
+            "Requests sent by pools",
+            "counter",
+            [
+                ("ra_requests_created", ("model", "provider")),
+                ("ra_requests_total", ("model", "provider")),
+            ],
+        ),
+        "ra_attempt_seconds": (
+            "Provider attempt latency",
+            "histogram",
+            sorted(
+                [
+                    (
+                        f"ra_attempt_seconds{s}",
+                        ("le", "model", "provider") if s == "_bucket" else ("model", "provider"),
+                    )
+                    for s in hist
+                ]
+                + [("ra_attempt_seconds_created", ("model", "provider"))]
+            ),
+        ),
+        "ra_tokens": (
+            "Tokens of attempts",
+            "counter",
+            [
+                ("ra_tokens_created", ("direction", "model", "provider")),
+                ("ra_tokens_total", ("direction", "model", "provider")),
+            ],
+        ),
+        "ra_cost_dollars": (
+            "Dollars of attempts",
+            "counter",
+            [
+                ("ra_cost_dollars_created", ("model", "provider")),
+                ("ra_cost_dollars_total", ("model", "provider")),
+            ],
+        ),
+        "ra_retries": (
+            "Retries scheduled",
+            "counter",
+            [
+                ("ra_retries_created", ("code", "source")),
+                ("ra_retries_total", ("code", "source")),
+            ],
+        ),
+        "ra_breaker_state": (
+            "Breaker state: 0 closed, 1 half-open, 2 open",
+            "gauge",
+            [
+                ("ra_breaker_state", ("model", "provider")),
+            ],
+        ),
+        "ra_breaker_transitions": (
+            "Breaker transitions",
+            "counter",
+            [
+                ("ra_breaker_transitions_created", ("model", "provider", "state")),
+                ("ra_breaker_transitions_total", ("model", "provider", "state")),
+            ],
+        ),
+        "ra_restarts": (
+            "Supervisor restarts",
+            "counter",
+            [
+                ("ra_restarts_created", ("child", "code", "supervisor")),
+                ("ra_restarts_total", ("child", "code", "supervisor")),
+            ],
+        ),
+        "ra_runs": (
+            "Ended runs",
+            "counter",
+            [
+                ("ra_runs_created", ("code", "outcome")),
+                ("ra_runs_total", ("code", "outcome")),
+            ],
+        ),
+        "ra_run_seconds": (
+            "Run duration",
+            "histogram",
+            sorted(
+                [
+                    (f"ra_run_seconds{s}", ("le", "outcome") if s == "_bucket" else ("outcome",))
+                    for s in hist
+                ]
+                + [("ra_run_seconds_created", ("outcome",))]
+            ),
+        ),
+        "ra_run_tokens": (
+            "Tokens of ended runs",
+            "counter",
+            [
+                ("ra_run_tokens_created", ("outcome",)),
+                ("ra_run_tokens_total", ("outcome",)),
+            ],
+        ),
+        "ra_run_cost_dollars": (
+            "Dollars of ended runs",
+            "counter",
+            [
+                ("ra_run_cost_dollars_created", ("outcome",)),
+                ("ra_run_cost_dollars_total", ("outcome",)),
+            ],
+        ),
+        "ra_tool_calls": (
+            "Tool calls of runs",
+            "counter",
+            [
+                ("ra_tool_calls_created", ("code", "tool")),
+                ("ra_tool_calls_total", ("code", "tool")),
+            ],
+        ),
+        "ra_tool_failures": (
+            "Failed front-door tool calls",
+            "counter",
+            [
+                ("ra_tool_failures_created", ("code", "tool")),
+                ("ra_tool_failures_total", ("code", "tool")),
+            ],
+        ),
+    }
+    values = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total") or sample.name == "ra_breaker_state"
+    }
+    assert values == {
+        (
+            "ra_attempts_total",
+            (("code", "unavailable"), ("model", "m"), ("outcome", "failed"), ("provider", "p")),
+        ): 1.0,
+        ("ra_requests_total", (("model", "m"), ("provider", "p"))): 1.0,
+        ("ra_tokens_total", (("direction", "input"), ("model", "m"), ("provider", "p"))): 3.0,
+        ("ra_tokens_total", (("direction", "output"), ("model", "m"), ("provider", "p"))): 4.0,
+        ("ra_cost_dollars_total", (("model", "m"), ("provider", "p"))): 0.5,
+        ("ra_retries_total", (("code", "unavailable"), ("source", "schedule"))): 1.0,
+        ("ra_breaker_state", (("model", ""), ("provider", "p"))): 2.0,
+        (
+            "ra_breaker_transitions_total",
+            (("model", ""), ("provider", "p"), ("state", "open")),
+        ): 1.0,
+        (
+            "ra_restarts_total",
+            (("child", "w"), ("code", "unavailable"), ("supervisor", "root")),
+        ): 1.0,
+        ("ra_runs_total", (("code", "tool_failed"), ("outcome", "failed"))): 1.0,
+        ("ra_run_tokens_total", (("outcome", "failed"),)): 7.0,
+        ("ra_run_cost_dollars_total", (("outcome", "failed"),)): 0.25,
+        ("ra_tool_calls_total", (("code", "ok"), ("tool", "t"))): 1.0,
+        ("ra_tool_failures_total", (("code", "tool_failed"), ("tool", "t"))): 1.0,
+    }
+
+
+def test_without_prometheus_client_it_is_config_invalid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(
+        ActorError,
+        match=r"^\[config_invalid\] Metrics needs prometheus-client: install the 'prometheus' extra$",
+    ) as caught:
+        Metrics()
+    assert isinstance(caught.value.__cause__, ImportError)
