@@ -55,6 +55,7 @@ from actors import ActorError, Code
 from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
 from supervisors.pool import ProviderPool, Target
 from supervisors.ratelimit import RateLimit, RateLimiter
+from supervisors.reals import as_float, shown
 from supervisors.resilient import Resilience
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
 from supervisors.tree import Tree
@@ -63,34 +64,25 @@ _CHECK: Final = "supervisors.deployment.check"
 _ADAPTERS: Final = {"openai": OpenAIProvider, "anthropic": AnthropicProvider}
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _seconds(*, zero: bool = False, optional: bool = False) -> dict[str, Any]:
     def check(value: Any) -> str | None:
-        number = _number(value)
+        number = as_float(value)
         if (value is None and optional) or (
             number is not None and math.isfinite(number) and (number >= 0 if zero else number > 0)
         ):
             return None
         bound = ">= 0" if zero else "> 0"
-        return f"must be a finite number of seconds {bound}, got {_show(value)}"
+        return f"must be a finite number of seconds {bound}, got {shown(value)}"
 
     return {_CHECK: check}
 
 
 def _rate() -> dict[str, Any]:
     def check(value: Any) -> str | None:
-        number = _number(value)
+        number = as_float(value)
         if value is None or (number is not None and math.isfinite(number) and number > 0):
             return None
-        return f"must be a finite number > 0 per minute, got {_show(value)}"
+        return f"must be a finite number > 0 per minute, got {shown(value)}"
 
     return {_CHECK: check}
 
@@ -99,7 +91,7 @@ def _text(*, optional: bool = False) -> dict[str, Any]:
     def check(value: Any) -> str | None:
         if (value is None and optional) or (isinstance(value, str) and value.strip()):
             return None
-        return f"must be a non-empty string, got {_show(value)}"
+        return f"must be a non-empty string, got {shown(value)}"
 
     return {_CHECK: check}
 
@@ -127,13 +119,13 @@ def _variable(*, optional: bool = False) -> dict[str, Any]:
 def _port(value: Any) -> str | None:
     if value is None or (type(value) is int and 0 <= value <= 65535):
         return None
-    return f"must be a port number from 0 to 65535, got {_show(value)}"
+    return f"must be a port number from 0 to 65535, got {shown(value)}"
 
 
 def _kind(value: Any) -> str | None:
     if value in _ADAPTERS:
         return None
-    return f"must be one of 'openai', 'anthropic', got {_show(value)}"
+    return f"must be one of 'openai', 'anthropic', got {shown(value)}"
 
 
 @attrs.frozen(kw_only=True)
@@ -323,16 +315,16 @@ def load_deployment(
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise _invalid([f"not valid TOML: {type(exc).__name__}: {exc}"]) from exc
     if not isinstance(raw, Mapping):
-        raise _invalid([f"expected a table, got {_show(raw)}"])
+        raise _invalid([f"expected a table, got {shown(raw)}"])
     raw = dict(raw)
     problems = [
-        f"must be a table, got {_show(raw[name])} @ $.{name}"
+        f"must be a table, got {shown(raw[name])} @ $.{name}"
         for name in ("daemon", "journal", "tree", "providers", "pool")
         if name in raw and not isinstance(raw[name], Mapping)
     ]
     if isinstance(raw.get("providers"), Mapping):
         problems += [
-            f"must be a table, got {_show(value)} @ $.providers[{name!r}]"
+            f"must be a table, got {shown(value)} @ $.providers[{name!r}]"
             for name, value in raw["providers"].items()
             if not isinstance(value, Mapping)
         ]
@@ -342,7 +334,7 @@ def load_deployment(
             isinstance(t, Mapping) for t in targets
         ):
             problems.append(
-                f"must be a list of {{provider, model}} tables, got {_show(targets)}"
+                f"must be a list of {{provider, model}} tables, got {shown(targets)}"
                 " @ $.pool.targets"
             )
     if "environ" in raw:

@@ -32,6 +32,14 @@ def grace_seconds(value: Any, where: str) -> float:
     return seconds
 
 
+def shown(value: Any) -> str:
+    """A short repr for a message (an int too long for ``repr`` is summarised)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def as_float(value: Any) -> float | None:
     """``value`` as a float when it is an int or a float (not a bool) a float can hold."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -49,6 +49,7 @@ from actors.lowlevel import DEFAULT_CAPACITY, Overflow
 from supervisors.backoff import Backoff
 from supervisors.policy import Policy
 from supervisors.reals import as_float
+from supervisors.reals import shown as _show
 
 RestartType = Literal["permanent", "transient", "temporary"]
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
@@ -71,14 +72,6 @@ _CHECK: Final = "supervisors.spec.check"
 
 def _checked(check: Check) -> dict[str, Check]:
     return {_CHECK: check}
-
-
-def _show(value: Any) -> str:
-    """A short repr for a message (an int too long for ``repr`` is summarised)."""
-    if isinstance(value, int) and value.bit_length() > 200:
-        return f"an integer of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _one_of(choices: tuple[str, ...]) -> Check:

@@ -332,3 +332,23 @@ def test_without_environ_the_process_environment_is_read_when_needed(
     assert alpha.resolve_api_key() == "sk-first"
     monkeypatch.setenv("ALPHA_KEY", "sk-rotated")
     assert alpha.resolve_api_key() == "sk-rotated"
+
+
+def test_a_number_too_large_for_a_float_is_named_not_an_unknown_error() -> None:
+    data = {
+        "providers": {
+            "alpha": {
+                "kind": "openai",
+                "base_url": "u",
+                "api_key_env": "ALPHA_KEY",
+                "read_timeout": 10**400,
+            }
+        },
+        "pool": {"targets": [{"provider": "alpha", "model": "m"}]},
+    }
+    with pytest.raises(ActorError) as caught:
+        load_deployment(data, environ=ENV)
+    assert caught.value.message == (
+        "invalid deployment: must be a finite number of seconds > 0, got an integer of 1329"
+        " bits @ $.providers['alpha'].read_timeout"
+    )
