@@ -64,6 +64,7 @@ from actors.events import (
     SupervisorDecision,
     ToolCalled,
     ToolCallFailed,
+    run_outcome,
 )
 
 _BREAKER = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
@@ -166,10 +167,8 @@ class Metrics:
             self.restarts.labels(event.supervisor, event.child, _code(event.error)).inc()
 
     def _run(self, event: Any) -> None:
-        # A run a shutdown interrupted is resumed by the next daemon: not an ending.
-        outcome = "interrupted" if getattr(event, "resumable", False) else event.name[4:]
-        code = {"run:completed": "", "run:cancelled": "cancelled"}.get(event.name)
-        self.runs.labels(outcome, getattr(event, "code", "") if code is None else code).inc()
+        outcome, code = run_outcome(event)
+        self.runs.labels(outcome, code).inc()
         self.run_seconds.labels(outcome).observe(event.duration)
         if event.tokens:
             self.run_tokens.labels(outcome).inc(event.tokens)

@@ -40,6 +40,7 @@ from actors.events import (
     RunFailed,
     RunResumed,
     RunStarted,
+    run_outcome,
 )
 
 
@@ -88,10 +89,7 @@ class Tracing:
             return
         for key in [key for key in self._nodes if key[0] == event.run_id]:
             self._nodes.pop(key).end()  # nodes the run's end caught (cancelled)
-        outcome = event.name[4:]
-        if getattr(event, "resumable", False):
-            outcome = "interrupted"
-        code = getattr(event, "code", None) or ("cancelled" if outcome != "completed" else "")
+        outcome, code = run_outcome(event)
         span.set_attributes(
             {
                 "ra.outcome": outcome,

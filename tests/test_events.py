@@ -343,3 +343,15 @@ def test_a_records_error_is_a_faithful_snapshot() -> None:
     assert isinstance(snap.__cause__, RedactedCause)
     assert snap.__cause__.type_name == "KeyError"
     assert original.model == CANARY  # the live error is untouched
+
+
+def test_run_outcome_of_each_terminal_record() -> None:
+    from actors.events import RunCancelled, RunCompleted, RunFailed, run_outcome
+
+    common = {"run_id": "r", "seq": 1, "at": 0.0, "duration": 1.0, "tokens": 0, "cost": 0.0}
+    cancel = {"reason": "x", "in_flight": (), **common}
+    assert run_outcome(RunCompleted(state={}, **common)) == ("completed", "")
+    failed = RunFailed(code="tool_failed", message="m", correlation_id="c", node_id=None, **common)
+    assert run_outcome(failed) == ("failed", "tool_failed")
+    assert run_outcome(RunCancelled(**cancel)) == ("cancelled", "cancelled")
+    assert run_outcome(RunCancelled(resumable=True, **cancel)) == ("interrupted", "cancelled")

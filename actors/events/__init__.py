@@ -102,6 +102,7 @@ from actors.events.runs import (
     RunResumed,
     RunStarted,
     ToolCalled,
+    run_outcome,
 )
 from actors.events.state import StateDegraded, StateRecovered
 from actors.events.supervision import (
@@ -241,5 +242,6 @@ __all__ = [
     "ToolCleanupOverrun",
     "ToolFallback",
     "ToolRetried",
+    "run_outcome",
     "safe_error",
 ]

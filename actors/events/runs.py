@@ -334,3 +334,15 @@ class RunErrorDetail(Event):
     run_id: str
     node_id: str | None
     error: ActorError
+
+
+def run_outcome(record: RunCompleted | RunFailed | RunCancelled) -> tuple[str, str]:
+    """``(outcome, code)`` of a run's terminal record, as metrics and traces label it:
+    ``("completed", "")``, ``("failed", <its code>)``, ``("cancelled", "cancelled")``, or
+    ``("interrupted", "cancelled")`` for a resumable cancel — a shutdown interrupted the
+    run and the next daemon resumes it, so it has not ended."""
+    if isinstance(record, RunFailed):
+        return "failed", record.code
+    if isinstance(record, RunCancelled):
+        return ("interrupted" if record.resumable else "cancelled"), "cancelled"
+    return "completed", ""
