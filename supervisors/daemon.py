@@ -79,7 +79,7 @@ class Daemon:
             self.stopping.set()
             return
         self.hurried = True
-        if self._closed or self._nursery.cancel_scope.cancel_called:
+        if self._closed:  # the block was left: its nursery takes nothing more
             return
         assert self.reason is not None
         for runs in self._served:
@@ -94,7 +94,13 @@ class Daemon:
                 Code.INPUT_VALIDATION,
                 f"Daemon.serve: runs must be a Runs, got {type(runs).__name__}",
             )
-        self._served.append(runs)
+        self._served.append(runs)  # a second stop hurries it, until it is done
+        try:
+            return await self._serve(runs)
+        finally:
+            self._served.remove(runs)
+
+    async def _serve(self, runs: Runs) -> ShutdownSummary:
         try:
             await self.stopping.wait()
         except trio.Cancelled:

@@ -231,3 +231,36 @@ async def test_a_second_stop_hurries_every_runs_being_served(autojump_clock: Any
             await trio.sleep(2)
             daemon.stop("second")
     assert got == [3.0, 3.0]
+
+
+async def test_a_cancel_around_the_daemon_block_puts_the_handlers_back(
+    autojump_clock: Any,
+) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with trio.move_on_after(1) as scope:
+        async with open_daemon() as daemon:
+            assert signal.getsignal(signal.SIGTERM) != before
+            await trio.sleep(10)
+    assert scope.cancelled_caught and trio.current_time() == 1.0
+    assert signal.getsignal(signal.SIGTERM) == before
+    daemon.stop("after")  # a stop after the block is left starts nothing
+    daemon.stop("again")
+    assert (daemon.reason, daemon.hurried) == ("after", True)
+
+
+async def test_an_abort_of_the_tree_while_serving_cancels_the_runs_for_good(
+    autojump_clock: Any,
+) -> None:
+    from actors import ActorError as Error
+
+    store, slow = MemoryStore(), Slow()
+    with pytest.raises(Error, match=r"^\[cancelled\] operator abort"):
+        async with open_daemon(grace=30) as daemon, journalled(store) as (tree, runs, _journal):
+            run = await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+            await trio.sleep(1)
+            tree.abort("operator abort")
+            await daemon.serve(runs)
+    outcome = await run.wait()
+    assert (outcome.status, outcome.reason) == ("cancelled", "operator abort")
+    assert record_of(store.entries("r")[-1]).resumable is False  # an abort is for good
+    assert store.unfinished() == []

@@ -30,10 +30,10 @@ from supervisors.runs.run import Run
 @attrs.frozen(kw_only=True)
 class ShutdownSummary:
     """What a shutdown did: its ``reason``, the ``grace`` it gave (shortened by a second
-    call, if one came), how many runs ended by
-    themselves during it (``finished``, by status), the runs it ``interrupted``, which of
-    those a journal keeps ``resumable`` (all of them with a journal; none without, or a
-    run another cancel had already ended), and how long it ``took`` (seconds)."""
+    call, if one came), how many runs ended by themselves during it (``finished``, by
+    status), the runs it ``interrupted``, which of those a journal keeps ``resumable``
+    (all of them with a journal; none without, or a run another cancel had already
+    ended), and how long it ``took`` (seconds)."""
 
     reason: str
     grace: float
