@@ -21,7 +21,7 @@ import trio
 import trio.testing
 
 from actors import Actor, open_runtime
-from bench.common import Row, best_pair
+from bench.common import Row, paired_median
 
 CALLS = 20_000
 SPAWN = 10_000
@@ -69,11 +69,10 @@ async def _actor_call_loop() -> float:
 
 
 def actor_call() -> list[Row]:
-    raw, ours = best_pair(5, lambda: _run(_raw_call_loop), lambda: _run(_actor_call_loop))
-    raw_rate, our_rate = CALLS / raw, CALLS / ours
-    return [
-        Row("actor_call", our_rate, "calls/s", raw_rate, our_rate / raw_rate, ">= 0.8"),
-    ]
+    raw, ours, ratio = paired_median(
+        7, lambda: _run(_raw_call_loop), lambda: _run(_actor_call_loop)
+    )
+    return [Row("actor_call", CALLS / ours, "calls/s", CALLS / raw, ratio, ">= 0.8")]
 
 
 # --- actor_spawn --------------------------------------------------------------------------
@@ -133,8 +132,8 @@ def _memory_per_task(spawn: Callable[[int, OnAlive], Awaitable[float]]) -> float
 
 
 def actor_spawn() -> list[Row]:
-    raw_time, our_time = best_pair(
-        3, lambda: trio.run(_raw_spawn, SPAWN), lambda: trio.run(_actor_spawn, SPAWN)
+    raw_time, our_time, speed = paired_median(
+        5, lambda: trio.run(_raw_spawn, SPAWN), lambda: trio.run(_actor_spawn, SPAWN)
     )
     raw_mem = _memory_per_task(_raw_spawn)
     our_mem = _memory_per_task(_actor_spawn)
@@ -144,7 +143,7 @@ def actor_spawn() -> list[Row]:
             our_time * 1e3,
             "ms/10k",
             raw_time * 1e3,
-            our_time / raw_time,
+            1 / speed,
             "<= 3.0",
         ),
         Row("actor_spawn_memory", our_mem, "bytes/actor", raw_mem, our_mem / raw_mem, "<= 2.5"),
@@ -185,14 +184,14 @@ def actor_shutdown() -> list[Row]:
     rows = []
     per_actor: dict[int, float] = {}
     for count in (1_000, 10_000):
-        raw, ours = best_pair(
-            3,
+        raw, ours, speed = paired_median(
+            5,
             lambda n=count: trio.run(_raw_shutdown, n),
             lambda n=count: trio.run(_actor_shutdown, n),
         )
         per_actor[count] = ours / count
         rows.append(
-            Row(f"actor_shutdown_{count}", ours * 1e3, "ms", raw * 1e3, ours / raw, "<= 1.5")
+            Row(f"actor_shutdown_{count}", ours * 1e3, "ms", raw * 1e3, 1 / speed, "<= 1.5")
         )
     growth = per_actor[10_000] / per_actor[1_000]
     rows.append(Row("actor_shutdown_linearity", growth, "x per-actor", 1.0, growth, "~1 (linear)"))

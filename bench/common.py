@@ -1,4 +1,6 @@
-"""Shared pieces of the benchmarks: the row type, a best-of timer, a paired median."""
+"""Shared pieces of the benchmarks: the row type and the paired median every ratio is
+measured with (never best-of: a minimum of each side taken at different moments
+moves a ratio near 1 by ±10 % on a noisy machine)."""
 
 from __future__ import annotations
 
@@ -31,29 +33,6 @@ class Row:
         return attrs.asdict(self)
 
 
-def best_pair(
-    repeats: int, baseline: Callable[[], float], ours: Callable[[], float]
-) -> tuple[float, float]:
-    """The smallest of ``repeats`` measurements (seconds) of each side, taken in turns.
-
-    The baseline and ours alternate round by round, so drift during the run (caches,
-    heap growth, other load) weighs on both sides alike instead of on one phase.
-    The garbage collector is run before each measurement and paused during it:
-    CPython's generational collections scan the whole heap, which makes any
-    10,000-task measurement superlinear and noisy without saying anything about our code.
-    """
-    best = [float("inf"), float("inf")]
-    for _ in range(repeats):
-        for side, fn in enumerate((baseline, ours)):
-            gc.collect()
-            gc.disable()
-            try:
-                best[side] = min(best[side], fn())
-            finally:
-                gc.enable()
-    return best[0], best[1]
-
-
 def paired_median(
     rounds: int, baseline: Callable[[], float], ours: Callable[[], float]
 ) -> tuple[float, float, float]:
@@ -63,9 +42,13 @@ def paired_median(
     For rows whose target is a ratio close to 1 (a thin layer over the baseline): a
     round's two measurements share the machine's state of that moment, so their ratio
     cancels what drifts between rounds (frequency, neighbours' load), and the median
-    ignores the rounds a hiccup hit. Best-of-each-side (:func:`best_pair`) takes each
-    minimum from a different moment, which on a noisy machine moves a ratio near 1 by
-    ±10 %. The garbage collector is handled as in :func:`best_pair`.
+    ignores the rounds a hiccup hit. Best-of-each-side takes each minimum from a
+    different moment, which on a noisy machine moves a ratio near 1 by ±10 %. The
+    garbage collector is run before each measurement and paused during it: CPython's
+    generational collections scan the whole heap, which makes any 10,000-task
+    measurement superlinear and noisy without saying anything about our code. Use an
+    odd ``rounds``: the median of the reciprocal ratios is then the reciprocal of the
+    median (a row whose ratio is ours / baseline takes ``1 / ratio``).
     """
     times: list[tuple[float, float]] = []
     for _ in range(rounds):
@@ -88,7 +71,7 @@ def paired_median(
 
 def without_gc(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` with the garbage collector run first and paused during the call, as
-    :func:`best_pair` measures (a full collection scans the whole heap the earlier
+    :func:`paired_median` measures (a full collection scans the whole heap the earlier
     benchmarks of the process left, and says nothing about the code measured)."""
     gc.collect()
     gc.disable()

@@ -66,4 +66,4 @@ def tool_call() -> list[Row]:
     bare, ours, ratio = paired_median(
         ROUNDS, lambda: trio.run(_loop, False), lambda: trio.run(_loop, True)
     )
-    return [Row("tool_call", CALLS / ours, "calls/s", CALLS / bare, ratio, ">= 0.7")]
+    return [Row("tool_call", CALLS / ours, "calls/s", CALLS / bare, ratio, ">= 0.75")]

@@ -55,7 +55,7 @@ from actors import ActorError, Code
 from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
 from supervisors.pool import ProviderPool, Target
 from supervisors.ratelimit import RateLimit, RateLimiter
-from supervisors.reals import as_float, shown
+from supervisors.reals import FieldProblem, as_float, shown
 from supervisors.resilient import Resilience
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
 from supervisors.tree import Tree
@@ -257,10 +257,6 @@ class Deployment:
         return PostgresStore(self._read(self.journal.dsn_env))
 
 
-class _Invalid(ValueError):
-    pass
-
-
 @functools.cache
 def _converter() -> cattrs.Converter:
     """The converter, made on first use."""
@@ -270,7 +266,7 @@ def _converter() -> cattrs.Converter:
         def hook(value: Any, _: Any) -> Any:
             problem = check(value)
             if problem is not None:
-                raise _Invalid(problem)
+                raise FieldProblem(problem)
             return value if value is None else converter.structure(value, type_)
 
         return hook
@@ -289,7 +285,7 @@ def _converter() -> cattrs.Converter:
 
 
 def _describe(exc: BaseException, type_: Any) -> str:
-    if isinstance(exc, _Invalid):
+    if isinstance(exc, FieldProblem):
         return str(exc)
     return cattrs.v.format_exception(exc, type_)
 

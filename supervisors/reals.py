@@ -15,6 +15,12 @@ from typing import Any
 from actors import ActorError, Code
 
 
+class FieldProblem(ValueError):
+    """One field's problem while a config is loaded from untrusted input (a cattrs
+    structure hook raises it with the problem's text; cattrs attaches the field's path,
+    and the loader reports the text as it is)."""
+
+
 def grace_seconds(value: Any, where: str) -> float:
     """A grace period: seconds >= 0, ``math.inf`` for no limit (an int too large for a
     float is no limit too); ``input_validation`` naming ``where`` otherwise (NaN, negative,

@@ -48,7 +48,7 @@ from actors import Actor, ActorError, Code
 from actors.lowlevel import DEFAULT_CAPACITY, Overflow
 from supervisors.backoff import Backoff
 from supervisors.policy import Policy
-from supervisors.reals import as_float
+from supervisors.reals import FieldProblem, as_float
 from supervisors.reals import shown as _show
 
 RestartType = Literal["permanent", "transient", "temporary"]
@@ -294,10 +294,6 @@ class SupervisorSpec:
 # --- loading from untrusted input ---------------------------------------------------------
 
 
-class _Invalid(ValueError):
-    """One field's problem while loading; cattrs attaches the field's path to it."""
-
-
 @attrs.frozen(kw_only=True)
 class _BackoffConfig:
     """The loadable fields of :class:`Backoff` (its random source is code-only)."""
@@ -322,15 +318,15 @@ def _import_actor(value: Any) -> Any:
         return value
     module_name, colon, name = value.partition(":")
     if not colon or not module_name or not name:
-        raise _Invalid(f"must be an import path 'package.module:Class', got {_show(value)}")
+        raise FieldProblem(f"must be an import path 'package.module:Class', got {_show(value)}")
     try:
         target = getattr(importlib.import_module(module_name), name)
     except (Exception, SystemExit) as exc:
-        raise _Invalid(f"cannot import {_show(value)}: {exc or type(exc).__name__}") from exc
+        raise FieldProblem(f"cannot import {_show(value)}: {exc or type(exc).__name__}") from exc
     if not (isinstance(target, type) and issubclass(target, Actor)) or target is Actor:
         # A spec from a file may name only Actor classes: any other callable (os:system)
         # would run with the spec's args. Factories are for specs built in code.
-        raise _Invalid(f"{_show(value)} is not an Actor subclass")
+        raise FieldProblem(f"{_show(value)} is not an Actor subclass")
     return target
 
 
@@ -346,10 +342,10 @@ def _policy(value: Any, _: Any) -> Policy:
     if isinstance(value, Policy):
         return value
     if not isinstance(value, Mapping):
-        raise _Invalid(f"must be a table with by_code / by_class, got {_show(value)}")
+        raise FieldProblem(f"must be a table with by_code / by_class, got {_show(value)}")
     unknown = set(value) - {"by_code", "by_class"}
     if unknown:
-        raise _Invalid(f"unknown policy keys {sorted(unknown)} (by_exception is code-only)")
+        raise FieldProblem(f"unknown policy keys {sorted(unknown)} (by_exception is code-only)")
     return Policy(by_code=value.get("by_code", {}), by_class=value.get("by_class", {}))
 
 
@@ -374,7 +370,7 @@ def _field_hook(name: str, check: Check) -> Callable[[Any, Any], Any]:
             value = before(value)
         problem = check(value)
         if problem is not None:
-            raise _Invalid(problem)
+            raise FieldProblem(problem)
         return after(value) if after is not None else value
 
     return hook
@@ -390,7 +386,7 @@ def _overrides(cls: type[attrs.AttrsInstance]) -> dict[str, Any]:
 
 def _describe(exc: BaseException, type_: Any) -> str:
     """One problem for :func:`cattrs.transform_error` (which appends `` @ <path>``)."""
-    if isinstance(exc, _Invalid):
+    if isinstance(exc, FieldProblem):
         return str(exc)
     if isinstance(exc, ActorError):  # a rule across fields, from a spec's __init__
         return exc.message

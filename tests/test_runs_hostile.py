@@ -353,9 +353,7 @@ async def test_bad_configuration_never_starts_a_run(
 ) -> None:
     from supervisors.pool import ProviderPool
 
-    async with running() as (_, runs):
-        runs.pools["default"] = ProviderPool.__new__(ProviderPool)
-        runs._pool_names = frozenset(runs.pools)
+    async with running(pools={"default": ProviderPool.__new__(ProviderPool)}) as (_, runs):
         run = await runs.start(workflow)
         outcome = await run.wait()
     assert names(run) == ["run:failed"]

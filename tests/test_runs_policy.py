@@ -385,10 +385,9 @@ async def test_a_workflow_that_fails_validation_never_starts(
 ) -> None:
     from supervisors.pool import ProviderPool
 
-    async with running() as (tree, runs):
-        if any(isinstance(n, Node) and n.uses_model() for n in wf.nodes):
-            runs.pools["default"] = ProviderPool.__new__(ProviderPool)
-            runs._pool_names = frozenset(runs.pools)
+    uses_model = any(isinstance(n, Node) and n.uses_model() for n in wf.nodes)
+    pools = {"default": ProviderPool.__new__(ProviderPool)} if uses_model else None
+    async with running(pools=pools) as (tree, runs):
         run = await runs.start(wf)
         assert run.done
         outcome = await run.wait()

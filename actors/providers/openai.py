@@ -51,14 +51,14 @@ class _ToolCall:
 
 
 @attrs.frozen
-class _Message:
+class _ChatMessage:
     content: str | None = None
     tool_calls: list[_ToolCall] | None = None
 
 
 @attrs.frozen
 class _Choice:
-    message: _Message
+    message: _ChatMessage
     finish_reason: str | None = None
 
 
@@ -66,7 +66,7 @@ _NO_TOKENS: Final = Count(0)
 
 
 @attrs.frozen
-class _Usage:
+class _ChatUsage:
     prompt_tokens: Count = _NO_TOKENS
     completion_tokens: Count = _NO_TOKENS
 
@@ -78,7 +78,7 @@ class _Usage:
 class _Completion:
     choices: list[_Choice]
     model: str | None = None
-    usage: _Usage | None = None
+    usage: _ChatUsage | None = None
 
 
 @attrs.frozen
@@ -109,7 +109,7 @@ class _StreamChoice:
 @attrs.frozen
 class _Chunk:
     choices: list[_StreamChoice] = attrs.Factory(list)
-    usage: _Usage | None = None
+    usage: _ChatUsage | None = None
 
 
 def _message(message: Message) -> dict[str, Any]:

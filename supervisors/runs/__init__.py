@@ -8,19 +8,17 @@ Build a :class:`Workflow` of nodes (:class:`Step`, :class:`Llm`, :class:`Agent`,
 from supervisors.runs.conditions import Condition
 from supervisors.runs.context import NodeContext
 from supervisors.runs.graph import (
-    NO_RETRY,
     Agent,
     Approval,
     Edge,
     Llm,
     Node,
-    NodeBreaker,
-    NodeRetry,
     Router,
     Step,
     Workflow,
 )
 from supervisors.runs.load import load_workflow
+from supervisors.runs.node_policy import NO_RETRY, NodeBreaker, NodeRetry
 from supervisors.runs.run import Run, RunOutcome, RunStream
 from supervisors.runs.runs import Runs, open_runs
 from supervisors.runs.shutdown import ShutdownSummary

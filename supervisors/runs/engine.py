@@ -239,7 +239,7 @@ class Engine:
             pending=tuple(
                 entry[0]
                 for entry in in_flight
-                if isinstance(nodes[entry[0]], Approval) and not self.run._preset.get(entry[0])
+                if isinstance(nodes[entry[0]], Approval) and not self.run.decided_before(entry[0])
             ),
             wall_time=time.time(),
         )
@@ -287,7 +287,7 @@ class Engine:
 
     async def _resume_task(self, node: str, execution: int, attempt: int, after: float) -> None:
         try:  # a retry's backoff (its Retry-After) goes on across the restart, in run time
-            await trio.sleep_until(after - self.run._at_offset)
+            await trio.sleep_until(after - self.run.at_offset)
             await self._attempts(self.plan.nodes[node], execution, attempt)
         finally:
             self.in_flight -= 1

@@ -28,7 +28,6 @@ by ``max_steps`` and the run's limits.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, cast
 
@@ -37,8 +36,8 @@ import attrs
 from actors import ActorError, Code
 from actors.providers import LlmRequest
 from actors.tools import NONE, Grants
-from supervisors.backoff import Backoff
 from supervisors.runs.conditions import Condition
+from supervisors.runs.node_policy import NodeBreaker, NodeRetry, problem
 
 State = Mapping[str, Any]
 Predicate = Callable[[State], bool]
@@ -52,63 +51,9 @@ UNHANDLED = frozenset(
 )
 
 
-def _problem(field: str, text: str) -> ActorError:
-    return ActorError.from_code(Code.NODE_CONFIG, f"{field}: {text}")
-
-
-def _check_retries(instance: Any, attribute: attrs.Attribute[int], value: Any) -> None:
-    if type(value) is not int or value < 0:
-        raise _problem(f"NodeRetry.{attribute.name}", "an integer >= 0")
-
-
-def _backoff(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, Backoff):
-        raise _problem("NodeRetry.backoff", "a Backoff")
-
-
-@attrs.frozen(kw_only=True)
-class NodeRetry:
-    """A node's failure policy: a failed attempt whose error is ``retryable`` (and not a
-    limit) is retried up to ``max_retries`` times, after ``backoff.delay(n)`` seconds
-    (an error's ``retry_after``, when longer, is waited instead). Each retry is a
-    ``node:retrying`` event with the attempt that failed."""
-
-    max_retries: int = attrs.field(default=2, validator=_check_retries)
-    backoff: Backoff = attrs.field(
-        factory=lambda: Backoff(initial=1.0, factor=2.0, max=30.0), validator=_backoff
-    )
-
-
-#: No retry at all.
-NO_RETRY = NodeRetry(max_retries=0)
-
-
-def _positive(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
-        raise _problem(f"NodeBreaker.{attribute.name}", "a finite number > 0")
-
-
-def _count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise _problem(f"NodeBreaker.{attribute.name}", "an integer >= 1")
-
-
-@attrs.frozen(kw_only=True)
-class NodeBreaker:
-    """A node's circuit breaker, shared by the runs of one :class:`~supervisors.runs.Runs`
-    (keyed by workflow name and node id): ``failures`` consecutive failed attempts with a
-    *retryable* error open it (a deterministic failure — bad input, a denial — says
-    nothing about the node's health and is not counted); an open node is skipped
-    (``node:skipped``, ``circuit_open``) for ``cooldown`` seconds, then one probe attempt
-    is let through (half-open). A cancelled attempt counts neither way."""
-
-    failures: int = attrs.field(default=5, validator=_count)
-    cooldown: float = attrs.field(default=30.0, validator=_positive)
-
-
 def _node_id(instance: Any, attribute: attrs.Attribute[str], value: Any) -> None:
     if type(value) is not str or not value or not value.isprintable() or "/" in value:
-        raise _problem("node id", f"a non-empty printable string without '/', got {value!r}")
+        raise problem("node id", f"a non-empty printable string without '/', got {value!r}")
 
 
 def _keys(value: Any) -> tuple[str, ...]:
@@ -118,7 +63,7 @@ def _keys(value: Any) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
         return tuple(value)
-    raise _problem("keys", f"a string or a list of strings, got {type(value).__name__}")
+    raise problem("keys", f"a string or a list of strings, got {type(value).__name__}")
 
 
 @attrs.frozen(kw_only=True)
@@ -186,9 +131,9 @@ def _pairs(value: Any) -> Template:
     try:
         pairs = tuple(tuple(pair) for pair in value)
     except TypeError:
-        raise _problem("messages", "(role, text) pairs") from None
+        raise problem("messages", "(role, text) pairs") from None
     if isinstance(value, str | bytes) or any(len(pair) != 2 for pair in pairs):
-        raise _problem("messages", "(role, text) pairs")
+        raise problem("messages", "(role, text) pairs")
     return cast(Template, pairs)
 
 
@@ -371,13 +316,13 @@ class Edge:
 def _nodes(value: Iterable[Node]) -> tuple[Node, ...]:
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
         return tuple(value)
-    raise _problem("nodes", f"a list of nodes, got {type(value).__name__}")
+    raise problem("nodes", f"a list of nodes, got {type(value).__name__}")
 
 
 def _edges(value: Iterable[Edge]) -> tuple[Edge, ...]:
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
         return tuple(value)
-    raise _problem("edges", f"a list of edges, got {type(value).__name__}")
+    raise problem("edges", f"a list of edges, got {type(value).__name__}")
 
 
 @attrs.frozen(kw_only=True)
@@ -410,20 +355,20 @@ class Workflow:
                 )
                 continue
             if node.id in ids:
-                found.append(_node_problem(node.id, "id", "another node has this id"))
+                found.append(_nodeproblem(node.id, "id", "another node has this id"))
             ids.add(node.id)
-            found.extend(_node_problem(node.id, f, t) for f, t in node.problems())
+            found.extend(_nodeproblem(node.id, f, t) for f, t in node.problems())
             pool = getattr(node, "pool", None)
             if node.uses_model() and pools is not None and pool not in pools:
-                found.append(_node_problem(node.id, "pool", f"no pool named {pool!r}"))
+                found.append(_nodeproblem(node.id, "pool", f"no pool named {pool!r}"))
             if isinstance(node, Agent) and tools is not None and node.tools not in tools:
-                found.append(_node_problem(node.id, "tools", f"no tools named {node.tools!r}"))
+                found.append(_nodeproblem(node.id, "tools", f"no tools named {node.tools!r}"))
         for node in self.nodes:
             if isinstance(node, Router):
                 for target in node.managed_nodes:
                     if target not in ids:
                         found.append(
-                            _node_problem(node.id, "managed_nodes", f"unknown node {target!r}")
+                            _nodeproblem(node.id, "managed_nodes", f"unknown node {target!r}")
                         )
         for index, edge in enumerate(self.edges):
             if not isinstance(cast(object, edge), Edge):
@@ -475,7 +420,7 @@ class Workflow:
         return found
 
 
-def _node_problem(node_id: str, field: str, text: str) -> ActorError:
+def _nodeproblem(node_id: str, field: str, text: str) -> ActorError:
     return ActorError.from_code(
         Code.NODE_CONFIG, f"node {node_id!r}: {field}: {text}", node_id=node_id
     )

@@ -50,7 +50,7 @@ from supervisors.runs.graph import Workflow
 from supervisors.runs.progress import Progress
 
 
-class Stream(Protocol):
+class RecordSink(Protocol):
     """What a journal delivers a run's records to (a :class:`~supervisors.runs.Run`)."""
 
     run_id: str
@@ -69,7 +69,7 @@ class RunJournal:
     """The journal side of one run (see the module docstring)."""
 
     def __init__(
-        self, run: Stream, journal: Journal, progress: Progress, header: RunHeader | None
+        self, run: RecordSink, journal: Journal, progress: Progress, header: RunHeader | None
     ) -> None:
         self.run = run
         self.journal = journal

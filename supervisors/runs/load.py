@@ -88,12 +88,11 @@ from supervisors.runs.graph import (
     Edge,
     Llm,
     Node,
-    NodeBreaker,
-    NodeRetry,
     Router,
     Step,
     Workflow,
 )
+from supervisors.runs.node_policy import NodeBreaker, NodeRetry
 
 
 @attrs.frozen(kw_only=True)

@@ -24,12 +24,13 @@ from actors.lowlevel import emit
 from supervisors.budget import Budget, Price
 from supervisors.runs.graph import Workflow
 from supervisors.runs.journaled import RunJournal, recovered
+from supervisors.runs.launch import Launcher
 from supervisors.runs.plan import Plan
 from supervisors.runs.progress import Progress
 from supervisors.runs.run import Run
 
 
-class Runs(Protocol):
+class RunsToResume(Protocol):
     """What resuming needs of :class:`~supervisors.runs.Runs`."""
 
     journal: Journal | None
@@ -43,14 +44,11 @@ class Runs(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    def _plan(self, workflow: Workflow) -> Plan | ActorError: ...
-
-    async def _launch(
-        self, run: Run, plan: Plan, budget: Budget, resume: Progress | None
-    ) -> Run: ...
+    #: Where a resumed run is compiled and launched, as a new one is.
+    launcher: Launcher
 
 
-async def resume_run(runs: Runs, run_id: str, workflow: Workflow | None = None) -> Run:
+async def resume_run(runs: RunsToResume, run_id: str, workflow: Workflow | None = None) -> Run:
     """Resume ``run_id`` (see the module docstring)."""
     journal = runs.journal
     if journal is None:
@@ -73,11 +71,11 @@ async def resume_run(runs: Runs, run_id: str, workflow: Workflow | None = None) 
     except BaseException:
         journal.release(run_id)
         raise
-    return await runs._launch(run, plan, budget, progress)  # gives the run back if it fails
+    return await runs.launcher.launch(run, plan, budget, progress)  # gives the run back if it fails
 
 
 async def _recover(
-    runs: Runs, journal: Journal, run_id: str, workflow: Workflow | None
+    runs: RunsToResume, journal: Journal, run_id: str, workflow: Workflow | None
 ) -> tuple[Run, Plan, Budget, Progress]:
     """The run as its records left it, ready to launch (see :func:`resume_run`)."""
     await journal.flush()  # nothing of this run is still on its way to the store
@@ -98,20 +96,21 @@ async def _recover(
             "(pass it to open_runs(workflows=...))",
             run_id=run_id,
         )
-    plan = runs._plan(workflow)
+    plan = runs.launcher.plan(workflow)
     if isinstance(plan, ActorError):
         raise plan
     found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
     progress = found.progress
     started = found.records[0]
     run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
-    run.wall_time = found.row.started
-    run.state = dict(progress.state)
-    run._events.extend(found.records)
-    run._seq = progress.seq
-    now = trio.current_time()
-    run._at_offset = progress.last_at - now
-    run._preset = {k: [list(d) for d in v] for k, v in progress.decisions.items()}
+    run.restore(
+        found.records,
+        seq=progress.seq,
+        last_at=progress.last_at,
+        decisions=progress.decisions,
+        wall_time=found.row.started,
+        state=progress.state,
+    )
     run.journaled = RunJournal(run, journal, progress, None)
     budget = Budget(
         run_id,
@@ -120,13 +119,13 @@ async def _recover(
         approve=run.approve_budget,
         on_event=run.budget_record,
     )
-    budget.started_at = progress.started_at - run._at_offset
+    budget.started_at = progress.started_at - run.at_offset
     tokens, cost, turns = progress.budget
     budget.tokens, budget.cost, budget.turns = int(tokens), float(cost), int(turns)
     return run, plan, budget, progress
 
 
-async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:
+async def resume_unfinished(runs: RunsToResume) -> tuple[Run, ...]:
     """Resume every unfinished run of the journal; report those that cannot be."""
     journal = runs.journal
     assert journal is not None
@@ -155,7 +154,7 @@ async def resume_unfinished(runs: Runs) -> tuple[Run, ...]:
     return tuple(resumed)
 
 
-async def adopt_forever(runs: Runs, leases: Leases, scope: trio.CancelScope) -> None:
+async def adopt_forever(runs: RunsToResume, leases: Leases, scope: trio.CancelScope) -> None:
     """On a store with leases: every half lease, take over (resume) the unfinished runs
     whose lease expired — their daemon died — until ``scope`` is cancelled (the runs
     close). A failure to look is reported (``journal.adopt_failed``) and tried again."""

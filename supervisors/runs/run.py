@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -100,6 +100,50 @@ class Run:
         #: The engine's cancel, once it drives the run.
         self._cancel: Callable[..., None] | None = None
         self._early_cancel: str | None = None
+
+    def restore(
+        self,
+        records: Iterable[RunEvent],
+        *,
+        seq: int,
+        last_at: float,
+        decisions: Mapping[str, list[list[str]]],
+        wall_time: float,
+        state: Mapping[str, Any],
+    ) -> None:
+        """Put a resumed run where its journal left it, before its engine starts: the
+        journalled ``records`` are its history, ``seq`` its next record's number, its
+        ``at`` goes on from ``last_at`` (the time the daemon was down does not count),
+        the approval ``decisions`` made before the stop are used before waiting again."""
+        self.wall_time = wall_time
+        self.state = dict(state)
+        self._events.extend(records)
+        self._seq = seq
+        self._at_offset = last_at - trio.current_time()
+        self._preset = {k: [list(d) for d in v] for k, v in decisions.items()}
+
+    @property
+    def at_offset(self) -> float:
+        """Seconds added to trio time for a record's ``at`` (0 but for a resumed run)."""
+        return self._at_offset
+
+    def decided_before(self, node_id: str) -> bool:
+        """Whether an approval of ``node_id`` was decided before the run was resumed
+        and not used yet (the node will not wait for a decision)."""
+        return bool(self._preset.get(node_id))
+
+    def drive(self, cancel: Callable[..., None]) -> None:
+        """Its engine now drives the run: :meth:`cancel` calls ``cancel``; a cancel asked
+        before (while the run was starting) is passed on at once."""
+        self._cancel = cancel
+        if self._early_cancel is not None:
+            cancel(self._early_cancel)
+
+    def interrupt(self, reason: str) -> None:
+        """Cancel the run *resumably* (a graceful shutdown's cancel): ``run:cancelled``
+        with ``resumable`` set, so a journal keeps it unfinished for the next daemon."""
+        assert self._cancel is not None  # a live run has its engine
+        self._cancel(reason, resumable=True)
 
     # -- the stream -----------------------------------------------------------------
 

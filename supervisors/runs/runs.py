@@ -27,15 +27,13 @@ import trio
 from actors import ActorError, Code
 from actors.journal import Journal, RunHeader, dumps
 from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
-from actors.nodes import NodeRunner
-from supervisors.breaker import Breaker, BreakerConfig
 from supervisors.budget import Budget, BudgetLimits, Price
-from supervisors.policy import RESTART_ON_ANY_CRASH, STOP_ON_ANY_CRASH
+from supervisors.policy import STOP_ON_ANY_CRASH
 from supervisors.pool import ProviderPool
-from supervisors.runs.engine import Engine
-from supervisors.runs.graph import Node, Workflow
+from supervisors.runs.graph import Workflow
 from supervisors.runs.journaled import RunJournal, definition_of, limits_json
-from supervisors.runs.plan import Plan, inputs_of
+from supervisors.runs.launch import Launcher, terminate
+from supervisors.runs.plan import inputs_of
 from supervisors.runs.progress import Progress
 from supervisors.runs.resume import adopt_forever, resume_run, resume_unfinished
 from supervisors.runs.run import Run, RunOutcome
@@ -43,7 +41,6 @@ from supervisors.runs.shutdown import Shutdown, ShutdownSummary, checked, shut_d
 from supervisors.spec import ChildSpec, SupervisorSpec
 from supervisors.supervisor import Supervisor
 from supervisors.tools import Tools
-from supervisors.tools.entry import Workers
 from supervisors.tree import Tree
 
 _IDS = itertools.count(1)
@@ -98,7 +95,7 @@ async def open_runs(
     runs.workflows = known
     try:
         async with open_nursery_unwrapped() as nursery:
-            runs._nursery = nursery
+            runs.launcher.nursery = nursery
             try:
                 if journal is not None and resume:
                     await runs._resume_unfinished()
@@ -111,7 +108,7 @@ async def open_runs(
                 runs.close(reason or "runs closed")
     finally:
         with trio.CancelScope(shield=True):
-            await _terminate(parent, name, "runs closed")
+            await terminate(parent, name, "runs closed")
 
 
 #: The most node runners a run may have (each is an actor; a wider fan-out queues).
@@ -133,16 +130,6 @@ def _prices(value: Any) -> dict[tuple[str, str], Price]:
     ):
         raise _config("prices", "a mapping of (provider, model) to Price", value)
     return dict(value)
-
-
-async def _terminate(parent: Supervisor, child_id: str, reason: str) -> None:
-    """Stop and forget a child; one already gone (its tree ended, someone terminated it,
-    it gave up past its restart intensity) is fine."""
-    try:
-        await parent.terminate_child(child_id, reason=reason)
-    except ActorError as error:
-        if error.code is not Code.CHILD_NOT_FOUND:
-            raise
 
 
 def _workflows(value: Any) -> dict[str, Workflow]:
@@ -192,13 +179,10 @@ class Runs:
         self.tools = tools
         self.prices = dict(prices or {})
         self.runners = runners
-        self.live: dict[str, Run] = {}
-        self._plans: dict[int, tuple[Workflow, Plan | ActorError]] = {}
-        self._breakers: dict[tuple[str, str], Breaker] = {}
-        self._nursery: trio.Nursery | None = None
-        self._closed: str | None = None
-        self._pool_names = frozenset(pools)
-        self._tool_names = frozenset(tools)
+        #: Starts and drives the runs (the one place a run is launched).
+        self.launcher = Launcher(supervisor, pools, tools, runners)
+        #: The live runs, by id.
+        self.live: dict[str, Run] = self.launcher.live
         #: The journal every run is written to (``None``: none).
         self.journal: Journal | None = None
         #: The workflows a resumed run is looked up in, by name.
@@ -242,7 +226,7 @@ class Runs:
             raise _bad("run_id", "a non-empty printable string without '/'", run_id)
         if run_id in self.live:
             raise ActorError.from_code(Code.NAME_TAKEN, f"run {run_id!r} is running")
-        if self._closed is not None or self._nursery is None:
+        if self.launcher.closing is not None or self.launcher.nursery is None:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
         if journal is not None:
             if journal.closed:
@@ -256,7 +240,7 @@ class Runs:
                     cause=exc,
                 ) from exc
         run = Run(run_id, workflow.name, state)
-        plan = self._plan(workflow)
+        plan = self.launcher.plan(workflow)
         if isinstance(plan, ActorError):
             run.end_failed(plan, plan.node_id, duration=0.0, tokens=0, cost=0.0)
             run.settle()
@@ -288,80 +272,7 @@ class Runs:
             # One engine per run per journal, even across several open_runs blocks — and
             # per database, across daemons, on a store with leases.
             await journal.acquire(run_id)
-        return await self._launch(run, plan, budget, None)
-
-    async def _launch(self, run: Run, plan: Plan, budget: Budget, resume: Progress | None) -> Run:
-        """Start the run's supervisor and its engine (see :meth:`start`). A journalled run
-        has been taken on its journal by the caller (:meth:`Journal.acquire
-        <actors.journal.Journal.acquire>`); if the launch fails, it is given back."""
-        run_id = run.run_id
-        assert self._nursery is not None
-        journaled = run.journaled
-        if journaled is not None:
-            journaled.budget = lambda: [budget.tokens, budget.cost, budget.turns]
-        try:
-            return await self._launch_claimed(run, plan, budget, resume)
-        except BaseException:
-            if journaled is not None and run_id not in self.live:
-                journaled.journal.release(run_id)
-            raise
-
-    async def _launch_claimed(
-        self, run: Run, plan: Plan, budget: Budget, resume: Progress | None
-    ) -> Run:
-        run_id = run.run_id
-        assert self._nursery is not None
-        journaled = run.journaled
-        spec = SupervisorSpec(
-            children=[
-                ChildSpec(
-                    id=f"runner.{i}",
-                    actor=NodeRunner,
-                    shutdown="brutal",
-                    policy=RESTART_ON_ANY_CRASH,
-                )
-                for i in range(self.runners)
-            ],
-        )
-        # Starting the run supervisor and registering its engine happen whole: a caller
-        # cancelled halfway would leave a run supervisor with no engine to end it. A
-        # cancel that arrived meanwhile then cancels the run the caller never got.
-        with trio.CancelScope(shield=True):
-            await self.supervisor.start_child(
-                ChildSpec(id=run_id, supervisor=spec, restart="temporary")
-            )
-            if self.closed:  # closed while the supervisor started
-                await _terminate(self.supervisor, run_id, "runs closed")
-                raise ActorError.from_code(Code.ACTOR_STOPPED, "the runs are closed")
-            run_supervisor = self.supervisor.child(run_id)
-            workers = Workers([run_supervisor.ref(f"runner.{i}") for i in range(self.runners)])
-            engine = Engine(
-                run,
-                plan,
-                budget=budget,
-                runners=workers,
-                pools=self.pools,
-                tools=self.tools,
-                breaker_of=self._breaker,
-                # A cancel of the runs or above (an abort, a shutdown) — not the run
-                # supervisor's own ending, which a crash past its intensity also is.
-                cancel_reason=self.supervisor.cancel_reason,
-                resume=resume,
-            )
-            run._cancel = engine.cancel
-            if journaled is not None:
-                journaled.on_halt = lambda error: engine.fail(error, None)
-            self.live[run_id] = run
-            if run._early_cancel is not None:
-                engine.cancel(run._early_cancel)
-            self._nursery.start_soon(self._drive, engine)
-        reason = await cancel_in_effect()
-        if reason is not None:
-            if resume is not None and journaled is not None:
-                journaled.detach()  # a cancelled resume leaves the run resumable
-            run.cancel(reason)
-            await trio.lowlevel.checkpoint()  # raises the caller's Cancelled
-        return run
+        return await self.launcher.launch(run, plan, budget, None)
 
     async def run(
         self,
@@ -398,7 +309,7 @@ class Runs:
     @property
     def closed(self) -> bool:
         """No run starts any more (the block is being left)."""
-        return self._closed is not None
+        return self.launcher.closing is not None
 
     def get(self, run_id: str) -> Run | None:
         """The live run ``run_id``, or ``None`` (not started here, or ended)."""
@@ -406,8 +317,8 @@ class Runs:
 
     def stop_intake(self, reason: str) -> None:
         """Start, resume and take over no more runs (``actor_stopped``)."""
-        if self._closed is None:
-            self._closed = reason
+        if self.launcher.closing is None:
+            self.launcher.closing = reason
         self._adopting.cancel(reason=reason)
 
     def close(self, reason: str) -> None:
@@ -424,68 +335,10 @@ class Runs:
         grace of the one under way (``grace=0``: now) and returns the same summary.
         ``input_validation`` for an empty reason or a negative or NaN grace."""
         reason, grace = checked(reason, grace)
-        return await shut_down(self, reason, grace)
-
-    async def _drive(self, engine: Engine) -> None:
-        run_id = engine.run.run_id
-        try:
-            await engine.drive()
-        finally:
-            del self.live[run_id]
-            with trio.CancelScope(shield=True):
-                await _terminate(self.supervisor, run_id, f"run {engine.run.status}")
-                journaled = engine.run.journaled
-                if journaled is not None:  # the terminal record is durable
-                    await journaled.settled()
-                    if engine.resumable:  # a shutdown: the next daemon may take it now
-                        await journaled.journal.give_back(run_id)
-                    else:
-                        journaled.journal.release(run_id)
-            engine.run.settle()
-
-    def _plan(self, workflow: Workflow) -> Plan | ActorError:
-        cached = self._plans.get(id(workflow))
-        if cached is not None and cached[0] is workflow:
-            return cached[1]
-        problems = workflow.problems(pools=self._pool_names, tools=self._tool_names)
-        plan: Plan | ActorError
-        if problems:
-            plan = problems[0]
-        else:
-            try:
-                plan = Plan(workflow)
-            except ActorError as error:
-                plan = error
-            except Exception as error:  # noqa: BLE001 - a value problems() let through
-                plan = ActorError.from_code(
-                    Code.NODE_CONFIG,
-                    f"workflow {workflow.name!r}: {type(error).__name__}",
-                    cause=error,
-                )
-        if len(self._plans) >= 256:  # workflows made on the fly: keep the cache bounded
-            self._plans.clear()
-        self._plans[id(workflow)] = (workflow, plan)
-        return plan
-
-    def _breaker(self, workflow: str, node: Node) -> Breaker:
-        key = (workflow, node.id)
-        breaker = self._breakers.get(key)
-        if breaker is None:
-            config = node.breaker
-            assert config is not None
-            breaker = Breaker(
-                BreakerConfig(
-                    failure_threshold=int(config.failures),
-                    cooldowns={},
-                    default_cooldown=float(config.cooldown),
-                    early_probe=0.0,
-                    permanent=frozenset(),
-                    per_model=frozenset(),
-                    ignored=frozenset(),
-                )
-            )
-            self._breakers[key] = breaker
-        return breaker
+        if self._shutdown is not None:
+            return await self._shutdown.joined(grace)
+        self._shutdown = Shutdown(grace)
+        return await shut_down(self, self._shutdown, reason)
 
 
 def _bad(field: str, expected: str, value: Any) -> ActorError:

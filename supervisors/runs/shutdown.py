@@ -78,12 +78,19 @@ class Shutdown:
             self.scope.deadline = now + grace
             self.grace = now - self.began + grace
 
+    async def joined(self, grace: float) -> ShutdownSummary:
+        """A second shutdown call: the grace shortened to ``grace`` from now (if sooner),
+        then the summary of this one once it is done."""
+        self.hurry(grace)
+        await self.done.wait()
+        assert self.summary is not None
+        return self.summary
 
-class Runs(Protocol):
+
+class RunsToStop(Protocol):
     """What a shutdown needs of :class:`~supervisors.runs.Runs`."""
 
     live: dict[str, Run]
-    _shutdown: Shutdown | None
 
     def stop_intake(self, reason: str) -> None: ...
 
@@ -99,15 +106,9 @@ def checked(reason: object, grace: object) -> tuple[str, float]:
     return reason, seconds
 
 
-async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
-    """See the module docstring."""
-    under_way = runs._shutdown
-    if under_way is not None:
-        under_way.hurry(grace)
-        await under_way.done.wait()
-        assert under_way.summary is not None
-        return under_way.summary
-    shutdown = runs._shutdown = Shutdown(grace)
+async def shut_down(runs: RunsToStop, shutdown: Shutdown, reason: str) -> ShutdownSummary:
+    """The first shutdown of ``runs`` (see the module docstring); a later call joins it
+    (:meth:`Shutdown.joined`)."""
     runs.stop_intake(reason)
     before = dict(runs.live)
     try:
@@ -117,8 +118,7 @@ async def shut_down(runs: Runs, reason: str, grace: float) -> ShutdownSummary:
     finally:
         stopped = list(runs.live.values())
         for run in stopped:
-            assert run._cancel is not None  # a live run has its engine
-            run._cancel(reason, resumable=True)
+            run.interrupt(reason)
         with trio.CancelScope(shield=True):  # they end at once: their nodes are cancelled
             for run in stopped:
                 await run.wait()

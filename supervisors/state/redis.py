@@ -216,8 +216,9 @@ class RedisState(StateBackend):
                 bucket.level = min(share.capacity, seen / n)
         return shares
 
-    async def _recover(self) -> None:
-        """While degraded, ping Redis every ``retry_interval``; back to shared state when
+    async def recover_forever(self) -> None:
+        """Run by :func:`open_redis_state` for the state's life: while degraded, ping Redis
+        every ``retry_interval``; back to shared state when
         it answers (and the usage counted meanwhile has been added to it)."""
         while True:
             await self._wake.wait()

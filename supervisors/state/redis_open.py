@@ -58,7 +58,7 @@ async def open_redis_state(
     )
     async with open_nursery_unwrapped() as nursery:
         await nursery.start(_hold, client)
-        nursery.start_soon(state._recover)
+        nursery.start_soon(state.recover_forever)
         try:
             yield state
         finally:

@@ -14,8 +14,8 @@ from typing import Final
 from actors.testing.chaos.dialects.anthropic import AnthropicWire
 from actors.testing.chaos.dialects.common import (
     Answer,
+    AnswerToolCall,
     StreamPlan,
-    ToolCall,
     WireDialect,
     answer_for,
     is_json_event,
@@ -29,10 +29,10 @@ DIALECTS: Final[Mapping[str, WireDialect]] = {"openai": OpenAIWire(), "anthropic
 __all__ = [
     "DIALECTS",
     "Answer",
+    "AnswerToolCall",
     "AnthropicWire",
     "OpenAIWire",
     "StreamPlan",
-    "ToolCall",
     "WireDialect",
     "answer_for",
     "is_json_event",

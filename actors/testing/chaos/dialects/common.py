@@ -38,7 +38,7 @@ ARGUMENT_PIECE: Final = 8
 
 
 @attrs.frozen
-class ToolCall:
+class AnswerToolCall:
     """The tool call an answer makes: the first offered tool, called with ``arguments``
     (JSON text)."""
 
@@ -52,7 +52,7 @@ class Answer:
 
     model: str
     text: str
-    tool_call: ToolCall | None
+    tool_call: AnswerToolCall | None
     input_tokens: int
     output_tokens: int
 
@@ -142,7 +142,7 @@ def answer_for(payload: dict[str, Any]) -> Answer:
     )
 
 
-def _tool_call(payload: dict[str, Any], text: str) -> ToolCall | None:
+def _tool_call(payload: dict[str, Any], text: str) -> AnswerToolCall | None:
     tools = payload.get("tools")
     if not isinstance(tools, list) or not tools or "call:" not in text:
         return None
@@ -150,7 +150,7 @@ def _tool_call(payload: dict[str, Any], text: str) -> ToolCall | None:
     function = first.get("function")
     name = (function.get("name") if isinstance(function, dict) else None) or first.get("name")
     argument = text.split("call:", 1)[1].strip()
-    return ToolCall(
+    return AnswerToolCall(
         name=name if isinstance(name, str) else "tool", arguments=json.dumps({"query": argument})
     )
 
