@@ -33,7 +33,6 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-import attrs
 import trio
 
 from actors import ActorError, Code, Usage, classify
@@ -42,7 +41,7 @@ from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget
 from supervisors.pool.chain import Chain, Slot
 from supervisors.pool.ledger import Attempt, Ledger, Outcome
-from supervisors.pool.target import Target
+from supervisors.pool.target import Target, request_for
 from supervisors.ratelimit import Permit, RateLimiter
 from supervisors.resilient import return_permit
 
@@ -153,16 +152,14 @@ class Run:
         return chain
 
     def request_for(self, model: str) -> LlmRequest:
-        """The request with ``model`` in it (made once per model)."""
-        request = self.request
-        if model == request.model:
-            return request
+        """The request a target serving ``model`` receives
+        (:func:`~supervisors.pool.target.request_for`), made once per model."""
         by_model = self._by_model
         if by_model is None:
             by_model = self._by_model = {}
         made = by_model.get(model)
         if made is None:
-            made = by_model[model] = attrs.evolve(request, model=model)
+            made = by_model[model] = request_for(self.request, model)
         return made
 
 

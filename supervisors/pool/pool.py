@@ -39,13 +39,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from actors import ActorError, Code, Usage
+from actors import ActorError, Code
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
-from supervisors.breaker import Admission
 from supervisors.budget import Budget, Price
-from supervisors.pool.attempt import Attempter, Cut, Refused, Run, apply, request_ids
+from supervisors.pool.attempt import Attempter, Cut, Refused, Run, apply
 from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
 from supervisors.pool.config import name as check_name
@@ -58,11 +57,11 @@ from supervisors.pool.escalation import (
     UseTarget,
     exhausted,
 )
+from supervisors.pool.fast import FastPath
 from supervisors.pool.ledger import Ledger
 from supervisors.pool.race import Race
-from supervisors.pool.stream import PoolStream
+from supervisors.pool.stream import PoolStream, streaming
 from supervisors.pool.target import Target, expand
-from supervisors.ratelimit import Permit
 from supervisors.resilient import Resilience
 
 
@@ -79,7 +78,9 @@ POOL_DEFAULT: Final = _PoolDefault()
 class ProviderPool:
     """Targets in preference order over one :class:`~supervisors.Resilience`.
 
-    ``targets``: :class:`Target` values (a provider actor, its name, a model).
+    ``targets``: :class:`Target` values (a provider actor, its name, a model); each is
+    sent the request with its own model, on every path
+    (:func:`~supervisors.pool.target.request_for`).
     ``downgrades``: per provider, the models to try after its targets' (see
     :func:`~supervisors.pool.target.expand`). ``resilience`` gives the retry rules, the
     breaker and the limiter (default: ``Resilience()`` — the default retry rules, no
@@ -159,13 +160,16 @@ class ProviderPool:
         )
         # No deadline, no hedging: a request without a budget takes the fast path.
         self._plain = self.deadline is None and self.hedge_after is None
-        # The fast path's memory of blocked_fast: per chain position, the trio time until
-        # which its breaker refuses it — valid while the in-process state's generation is
-        # the one seen (a success, a freed probe lease or a reset may admit sooner).
-        self._down = [-math.inf] * len(self.chain)
-        self._down_generation = -1
         self._attempter = Attempter(
             self.resilience.breaker, self.resilience.limiter, self.ledger, self.attempt_timeout
+        )
+        self._fast = FastPath(
+            self.chain,
+            breaker,
+            self.resilience.limiter,
+            self._attempter,
+            self._make_chain,
+            self._walk,
         )
 
     # --- the two entry points -------------------------------------------------------
@@ -183,88 +187,7 @@ class ProviderPool:
             budget = self.budget
         if budget is not None or not self._plain or type(request) is not LlmRequest:
             return await self._complete(request, budget)
-        # The fast path (no budget, deadline or hedging): the first target its breaker
-        # and limiter admit at once — skipping those its breaker knows to be down for a
-        # while — is called without a chain or a Run; one is made only when that attempt
-        # fails or something needs more than a glance (a breaker that counted failures,
-        # a limiter that would make it wait, a target out for good): the walk goes on.
-        breaker, limiter = self.resilience.breaker, self.resilience.limiter
-        skipped: list[tuple[int, float]] = []
-        tokens = -1
-        position = 0
-        clock = trio.lowlevel.current_clock()
-        now = clock.current_time()
-        down = self._down
-        if (
-            breaker is not None
-            and (local := breaker.local) is not None
-            and local.generation != self._down_generation  # a breaker may admit sooner
-        ):
-            down = self._down = [-math.inf] * len(self.chain)
-            self._down_generation = local.generation
-        for target in self.chain:
-            provider, model = target.provider, target.model
-            admission: Admission | None = None
-            if breaker is not None:
-                if down[position] > now:  # its breaker said so: not asked again until then
-                    skipped.append((position, down[position] - now))
-                    position += 1
-                    continue
-                admission = breaker.admit_fast(provider, model)
-                if admission is None:
-                    wait = breaker.blocked_fast(provider, model, now)
-                    if wait is None or wait == math.inf:
-                        break  # it may admit (or is out for good): the walk decides
-                    down[position] = now + wait
-                    skipped.append((position, wait))
-                    position += 1
-                    continue
-            permit: Permit | None = None
-            if limiter is not None:
-                if tokens < 0:
-                    tokens = request.estimated_prompt_tokens() + request.max_tokens
-                permit = limiter.acquire_fast(provider, tokens=tokens, now=now)
-                if permit is None:
-                    break  # it would wait (or refuse): the walk decides
-            attempter = self._attempter
-            started = now  # nothing was awaited since
-            try:
-                reply = await target.ref.call(
-                    Complete.unchecked(request), timeout=self.attempt_timeout, propagate_cancel=True
-                )
-            except BaseException as exc:  # noqa: BLE001 - a cancellation is re-raised there
-                run = self._first_run(request, tokens)
-                failed = await attempter.ended(
-                    run, target, 1, started, admission, permit, None, exc
-                )
-                assert not isinstance(failed, LlmResponse)  # a call that raised
-                return await self._walk(run, skipped, position, failed)
-            if (
-                type(reply) is LlmResponse
-                and type(usage := reply.usage) is Usage
-                and (admission is None or breaker.unchanged_by_success(admission))  # type: ignore[union-attr]
-                and (permit is None or limiter.settle_fast(permit, usage.total_tokens))  # type: ignore[union-attr]
-            ):
-                given = request.metadata.get("request_id")  # request_id_of, inlined
-                attempter.enter(
-                    str(given) if given else f"pool-{next(request_ids)}",
-                    1,
-                    target,
-                    started,
-                    clock.current_time() - started,
-                    "ok",
-                    None,
-                    usage,
-                    False,
-                    False,
-                )
-                return reply
-            run = self._first_run(request, tokens)
-            answered = await attempter.ended(run, target, 1, started, admission, permit, reply)
-            if isinstance(answered, LlmResponse):
-                return answered
-            return await self._walk(run, skipped, position, answered)
-        return await self._walk(self._first_run(request, tokens, 0), skipped, position, None)
+        return await self._fast.complete(request)  # supervisors.pool.fast
 
     async def _complete(self, request: LlmRequest, budget: Budget | None) -> LlmResponse:
         run = self._run(request, budget)
@@ -274,11 +197,6 @@ class ProviderPool:
                 nursery.cancel_scope.cancel(reason="a hedged attempt answered")
             return winner.result  # type: ignore[return-value]
         return await self._walk(run, [], 0, None)
-
-    def _first_run(self, request: LlmRequest, tokens: int, number: int = 1) -> Run:
-        run = Run(request, self._make_chain, None, None)
-        run.tokens, run.number = tokens, number
-        return run
 
     async def _walk(
         self,
@@ -350,13 +268,8 @@ class ProviderPool:
         attempt in flight.
         """
         run = self._run(request, budget)
-        async with open_nursery_unwrapped() as nursery:
-            events = PoolStream(self._race(run, nursery, stream=True))
-            try:
-                yield events
-            finally:
-                events._leave()
-                nursery.cancel_scope.cancel(reason="stream consumer left")
+        async with streaming(lambda nursery: self._race(run, nursery, stream=True)) as events:
+            yield events
 
     # --- the chain's waits and its end ----------------------------------------------
 

@@ -3,14 +3,31 @@ the typed failure (see :meth:`supervisors.pool.pool.ProviderPool.stream`)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from actors import ActorError, Code
+from actors.lowlevel import open_nursery_unwrapped
 from actors.providers import LlmResponse, StreamEvent
 from supervisors.pool.attempt import Cut, Refused
 from supervisors.pool.race import Race, Runner
+
+
+@asynccontextmanager
+async def streaming(start: Callable[[trio.Nursery], Race]) -> AsyncIterator[PoolStream]:
+    """A pooled stream whose attempts run in a nursery of the block: ``start`` makes
+    its :class:`Race` there. Leaving the block cancels every attempt in flight, and
+    reading on afterwards raises ``cancelled`` (unless the stream had ended)."""
+    async with open_nursery_unwrapped() as nursery:
+        events = PoolStream(start(nursery))
+        try:
+            yield events
+        finally:
+            events._leave()
+            nursery.cancel_scope.cancel(reason="stream consumer left")
 
 
 class PoolStream:

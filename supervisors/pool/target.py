@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from actors import ActorRef
+from actors.providers import LlmRequest
 from supervisors.pool.config import invalid, name
 
 
@@ -61,6 +62,19 @@ class Target:
     def key(self) -> tuple[str, str]:
         """``(provider, model)``: how the ledger and the breakers name this target."""
         return (self.provider, self.model)
+
+
+def request_for(request: LlmRequest, model: str) -> LlmRequest:
+    """The request a target serving ``model`` receives: ``request`` itself when it names
+    ``model``, else a copy of it with ``model`` in it (the caller's model is a preference,
+    each target is asked for its own).
+
+    The one place this is decided: the pool's fast path, its walk, hedged attempts and
+    streams all send what this returns (:meth:`supervisors.pool.attempt.Run.request_for`
+    keeps one copy per model for a request's retries)."""
+    if model == request.model:
+        return request
+    return attrs.evolve(request, model=model)
 
 
 def expand(targets: Sequence[Target], downgrades: Mapping[str, Sequence[str]]) -> list[Target]:
