@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH ?=
 MODULE ?=
 
-.PHONY: test lint types pytest demo bench mutate clean
+.PHONY: test lint types pytest demo bench mutate mutate-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ bench: $(STAMP)
 mutate: $(STAMP)
 	@test -n "$(MODULE)" || { echo "usage: make mutate MODULE=path/to/module.py" >&2; exit 2; }
 	$(BIN)/python -m tests.mutation $(MODULE)
+
+# Every module of TESTS_BY_MODULE (or those under MODULE=prefix ...), and the score table
+# of docs/contributing.md regenerated from the runs: no score is written by hand.
+mutate-all: $(STAMP)
+	$(BIN)/python -m tests.mutation --all $(MODULE) --write docs/contributing.md
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache

@@ -38,7 +38,7 @@ import trio
 from actors import ActorError, Code, Usage
 from actors.events import BudgetPaused, BudgetWarning, Event
 from actors.lowlevel import emit
-from supervisors.reals import as_float
+from supervisors.checks import as_float
 from supervisors.state import MemoryState, StateBackend
 
 OnExceed = Literal["fail", "warn", "pause"]

@@ -40,7 +40,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.lowlevel import open_nursery_unwrapped
-from supervisors.reals import grace_seconds
+from supervisors.checks import grace_seconds
 from supervisors.runs import Runs, ShutdownSummary
 
 #: The signals a daemon shuts down on by default.

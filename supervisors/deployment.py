@@ -40,7 +40,6 @@ provider actor per provider, ids = their names), :meth:`Deployment.provider_pool
 from __future__ import annotations
 
 import functools
-import math
 import os
 import re
 import tomllib
@@ -53,53 +52,30 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from actors import ActorError, Code
 from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
+from supervisors.checks import (
+    CHECK,
+    Check,
+    FieldProblem,
+    checked,
+    non_empty_str,
+    optional,
+    per_minute,
+    seconds,
+    shown,
+)
 from supervisors.pool import ProviderPool, Target
 from supervisors.ratelimit import RateLimit, RateLimiter
-from supervisors.reals import FieldProblem, as_float, shown
 from supervisors.resilient import Resilience
 from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
 from supervisors.tree import Tree
 
-_CHECK: Final = "supervisors.deployment.check"
 _ADAPTERS: Final = {"openai": OpenAIProvider, "anthropic": AnthropicProvider}
-
-
-def _seconds(*, zero: bool = False, optional: bool = False) -> dict[str, Any]:
-    def check(value: Any) -> str | None:
-        number = as_float(value)
-        if (value is None and optional) or (
-            number is not None and math.isfinite(number) and (number >= 0 if zero else number > 0)
-        ):
-            return None
-        bound = ">= 0" if zero else "> 0"
-        return f"must be a finite number of seconds {bound}, got {shown(value)}"
-
-    return {_CHECK: check}
-
-
-def _rate() -> dict[str, Any]:
-    def check(value: Any) -> str | None:
-        number = as_float(value)
-        if value is None or (number is not None and math.isfinite(number) and number > 0):
-            return None
-        return f"must be a finite number > 0 per minute, got {shown(value)}"
-
-    return {_CHECK: check}
-
-
-def _text(*, optional: bool = False) -> dict[str, Any]:
-    def check(value: Any) -> str | None:
-        if (value is None and optional) or (isinstance(value, str) and value.strip()):
-            return None
-        return f"must be a non-empty string, got {shown(value)}"
-
-    return {_CHECK: check}
 
 
 _VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def _variable(*, optional: bool = False) -> dict[str, Any]:
+def _variable(*, optional: bool = False) -> Check:
     """The *name* of an environment variable. A value that is not a name is not shown
     in the message: it is most likely the secret pasted in its place."""
 
@@ -113,7 +89,7 @@ def _variable(*, optional: bool = False) -> dict[str, Any]:
             " value (not shown)"
         )
 
-    return {_CHECK: check}
+    return check
 
 
 def _port(value: Any) -> str | None:
@@ -133,21 +109,21 @@ class ProviderSection:
     """One provider endpoint: its wire format (``kind``), URL, the *name* of the
     environment variable holding its key, timeouts, and optional rate limits."""
 
-    kind: Literal["openai", "anthropic"] = attrs.field(metadata={_CHECK: _kind})
-    base_url: str = attrs.field(metadata=_text())
-    api_key_env: str = attrs.field(metadata=_variable())
-    connect_timeout: float = attrs.field(default=5.0, metadata=_seconds())
-    read_timeout: float = attrs.field(default=60.0, metadata=_seconds())
-    requests_per_minute: float | None = attrs.field(default=None, metadata=_rate())
-    tokens_per_minute: float | None = attrs.field(default=None, metadata=_rate())
+    kind: Literal["openai", "anthropic"] = attrs.field(metadata=checked(_kind))
+    base_url: str = attrs.field(metadata=checked(non_empty_str))
+    api_key_env: str = attrs.field(metadata=checked(_variable()))
+    connect_timeout: float = attrs.field(default=5.0, metadata=checked(seconds()))
+    read_timeout: float = attrs.field(default=60.0, metadata=checked(seconds()))
+    requests_per_minute: float | None = attrs.field(default=None, metadata=checked(per_minute))
+    tokens_per_minute: float | None = attrs.field(default=None, metadata=checked(per_minute))
 
 
 @attrs.frozen(kw_only=True)
 class TargetSection:
     """One target of the pool: a provider of ``[providers]`` and a model."""
 
-    provider: str = attrs.field(metadata=_text())
-    model: str = attrs.field(metadata=_text())
+    provider: str = attrs.field(metadata=checked(non_empty_str))
+    model: str = attrs.field(metadata=checked(non_empty_str))
 
 
 @attrs.frozen(kw_only=True)
@@ -156,8 +132,8 @@ class PoolSection:
     ``hedge_after`` (both optional, seconds)."""
 
     targets: tuple[TargetSection, ...]
-    deadline: float | None = attrs.field(default=None, metadata=_seconds(optional=True))
-    hedge_after: float | None = attrs.field(default=None, metadata=_seconds(optional=True))
+    deadline: float | None = attrs.field(default=None, metadata=checked(seconds(optional=True)))
+    hedge_after: float | None = attrs.field(default=None, metadata=checked(seconds(optional=True)))
 
 
 @attrs.frozen(kw_only=True)
@@ -166,17 +142,17 @@ class JournalSection:
     name of the environment variable holding a PostgreSQL DSN — it carries a password);
     ``lease_ttl`` for PostgreSQL."""
 
-    path: str | None = attrs.field(default=None, metadata=_text(optional=True))
-    dsn_env: str | None = attrs.field(default=None, metadata=_variable(optional=True))
-    lease_ttl: float = attrs.field(default=30.0, metadata=_seconds())
+    path: str | None = attrs.field(default=None, metadata=checked(optional(non_empty_str)))
+    dsn_env: str | None = attrs.field(default=None, metadata=checked(_variable(optional=True)))
+    lease_ttl: float = attrs.field(default=30.0, metadata=checked(seconds()))
 
 
 @attrs.frozen(kw_only=True)
 class DaemonSection:
     """The daemon's own settings: the shutdown ``grace`` and the metrics port."""
 
-    grace: float = attrs.field(default=30.0, metadata=_seconds(zero=True))
-    metrics_port: int | None = attrs.field(default=None, metadata={_CHECK: _port})
+    grace: float = attrs.field(default=30.0, metadata=checked(seconds(zero=True)))
+    metrics_port: int | None = attrs.field(default=None, metadata=checked(_port))
 
 
 @attrs.frozen(kw_only=True)
@@ -274,9 +250,9 @@ def _converter() -> cattrs.Converter:
     for cls in (ProviderSection, TargetSection, PoolSection, JournalSection, DaemonSection):
         attrs.resolve_types(cls)
         overrides: dict[str, Any] = {
-            field.name: override(struct_hook=checking(field.metadata[_CHECK], field.type))
+            field.name: override(struct_hook=checking(field.metadata[CHECK], field.type))
             for field in attrs.fields(cls)
-            if _CHECK in field.metadata
+            if CHECK in field.metadata
         }
         converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **overrides))
     # [tree] goes through load_spec on its own (load_deployment): never structured here.

@@ -35,7 +35,6 @@ path (``"package.module:Class"``).
 from __future__ import annotations
 
 import importlib
-import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, get_args
@@ -47,9 +46,25 @@ from cattrs.gen import make_dict_structure_fn, override
 from actors import Actor, ActorError, Code
 from actors.lowlevel import DEFAULT_CAPACITY, Overflow
 from supervisors.backoff import Backoff
+from supervisors.checks import (
+    CHECK,
+    Check,
+    FieldProblem,
+    as_float,
+    checked,
+    finite_non_negative,
+    fraction,
+    int_at_least,
+    is_bool,
+    is_tuple,
+    non_empty_str,
+    one_of,
+    positive_finite,
+    problems_of,
+    str_keyed_mapping,
+)
+from supervisors.checks import shown as _show
 from supervisors.policy import Policy
-from supervisors.reals import FieldProblem, as_float
-from supervisors.reals import shown as _show
 
 RestartType = Literal["permanent", "transient", "temporary"]
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
@@ -58,62 +73,13 @@ Shutdown = float | Literal["brutal"]
 
 DEFAULT_SHUTDOWN = 5.0
 
-# --- field checks -------------------------------------------------------------------------
+# --- field checks (the generic ones are supervisors.checks') ----------------------------
 #
-# Every field's rule lives in its attrs metadata under _CHECK: a function returning what is
+# Every field's rule lives in its attrs metadata under CHECK: a function returning what is
 # wrong with a value ("must be ..., got ...") or None. Specs built in code run them all in
 # __attrs_post_init__ and raise one config_invalid error naming every bad field;
 # load_spec runs the same rule while structuring each field, so its message carries the
 # field's path.
-
-Check = Callable[[Any], "str | None"]
-_CHECK: Final = "supervisors.spec.check"
-
-
-def _checked(check: Check) -> dict[str, Check]:
-    return {_CHECK: check}
-
-
-def _one_of(choices: tuple[str, ...]) -> Check:
-    def check(value: Any) -> str | None:
-        if isinstance(value, str) and value in choices:
-            return None
-        return f"must be one of {', '.join(map(repr, choices))}, got {_show(value)}"
-
-    return check
-
-
-def _int_at_least(minimum: int, *, optional: bool = False) -> Check:
-    def check(value: Any) -> str | None:
-        if value is None and optional:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
-            return None
-        alternative = " or None" if optional else ""
-        return f"must be an integer >= {minimum}{alternative}, got {_show(value)}"
-
-    return check
-
-
-def _positive_finite(value: Any) -> str | None:
-    number = as_float(value)
-    if number is not None and math.isfinite(number) and number > 0:
-        return None
-    return f"must be a finite number of seconds > 0, got {_show(value)}"
-
-
-def _finite_non_negative(value: Any) -> str | None:
-    number = as_float(value)
-    if number is not None and math.isfinite(number) and number >= 0:
-        return None
-    return f"must be a finite number >= 0, got {_show(value)}"
-
-
-def _fraction(value: Any) -> str | None:
-    number = as_float(value)
-    if number is not None and 0 <= number <= 1:
-        return None
-    return f"must be a number from 0 to 1, got {_show(value)}"
 
 
 def _shutdown(value: Any) -> str | None:
@@ -124,26 +90,6 @@ def _shutdown(value: Any) -> str | None:
     if number is not None and number >= 0:  # NaN compares false
         return None
     return f"must be seconds >= 0 or 'brutal', got {_show(value)}"
-
-
-def _non_empty_str(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return None
-    return f"must be a non-empty string, got {_show(value)}"
-
-
-def _is_bool(value: Any) -> str | None:
-    return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
-
-
-def _is_tuple(value: Any) -> str | None:
-    return None if isinstance(value, tuple) else f"must be a tuple, got {_show(value)}"
-
-
-def _str_keyed_mapping(value: Any) -> str | None:
-    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
-        return None
-    return f"must be a mapping of names to values, got {_show(value)}"
 
 
 def _optional_callable(value: Any) -> str | None:
@@ -184,18 +130,6 @@ def _backoff(value: Any) -> str | None:
     return None
 
 
-def _problems(spec: attrs.AttrsInstance) -> list[str]:
-    """What is wrong with each field of ``spec``, each naming its field."""
-    problems = []
-    for field in attrs.fields(type(spec)):
-        check = field.metadata.get(_CHECK)
-        problem = check(getattr(spec, field.name)) if check is not None else None
-        if problem is not None:
-            joint = "" if problem.startswith((".", "[")) else " "
-            problems.append(f"{field.name}{joint}{problem}")
-    return problems
-
-
 def _invalid(what: str, problems: list[str]) -> ActorError:
     return ActorError.from_code(Code.CONFIG_INVALID, f"invalid {what}: " + "; ".join(problems))
 
@@ -217,28 +151,28 @@ class ChildSpec:
     Raises ``config_invalid`` (:class:`ActorError`) naming every bad field.
     """
 
-    id: str = attrs.field(metadata=_checked(_non_empty_str))
+    id: str = attrs.field(metadata=checked(non_empty_str))
     actor: Callable[..., Actor] | None = attrs.field(
-        default=None, metadata=_checked(_optional_callable)
+        default=None, metadata=checked(_optional_callable)
     )
-    args: tuple[Any, ...] = attrs.field(default=(), metadata=_checked(_is_tuple))
-    kwargs: Mapping[str, Any] = attrs.field(factory=dict, metadata=_checked(_str_keyed_mapping))
+    args: tuple[Any, ...] = attrs.field(default=(), metadata=checked(is_tuple))
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict, metadata=checked(str_keyed_mapping))
     supervisor: SupervisorSpec | None = attrs.field(
-        default=None, metadata=_checked(_optional_supervisor)
+        default=None, metadata=checked(_optional_supervisor)
     )
     restart: RestartType = attrs.field(
-        default="permanent", metadata=_checked(_one_of(get_args(RestartType)))
+        default="permanent", metadata=checked(one_of(get_args(RestartType)))
     )
-    shutdown: Shutdown = attrs.field(default=DEFAULT_SHUTDOWN, metadata=_checked(_shutdown))
-    significant: bool = attrs.field(default=False, metadata=_checked(_is_bool))
-    policy: Policy | None = attrs.field(default=None, metadata=_checked(_optional_policy))
-    capacity: int = attrs.field(default=DEFAULT_CAPACITY, metadata=_checked(_int_at_least(1)))
+    shutdown: Shutdown = attrs.field(default=DEFAULT_SHUTDOWN, metadata=checked(_shutdown))
+    significant: bool = attrs.field(default=False, metadata=checked(is_bool))
+    policy: Policy | None = attrs.field(default=None, metadata=checked(_optional_policy))
+    capacity: int = attrs.field(default=DEFAULT_CAPACITY, metadata=checked(int_at_least(1)))
     overflow: Overflow = attrs.field(
-        default="backpressure", metadata=_checked(_one_of(get_args(Overflow)))
+        default="backpressure", metadata=checked(one_of(get_args(Overflow)))
     )
 
     def __attrs_post_init__(self) -> None:
-        problems = _problems(self)
+        problems = problems_of(self)
         if not problems:  # the rules across fields need sound fields
             if (self.actor is None) == (self.supervisor is None):
                 problems.append("give exactly one of 'actor' or 'supervisor'")
@@ -264,24 +198,24 @@ class SupervisorSpec:
     """
 
     children: tuple[ChildSpec, ...] = attrs.field(
-        default=(), converter=_as_tuple, metadata=_checked(_children)
+        default=(), converter=_as_tuple, metadata=checked(_children)
     )
     strategy: Strategy = attrs.field(
-        default="one_for_one", metadata=_checked(_one_of(get_args(Strategy)))
+        default="one_for_one", metadata=checked(one_of(get_args(Strategy)))
     )
-    max_restarts: int = attrs.field(default=3, metadata=_checked(_int_at_least(0)))
-    period: float = attrs.field(default=5.0, metadata=_checked(_positive_finite))
-    backoff: Backoff = attrs.field(factory=Backoff, metadata=_checked(_backoff))
-    policy: Policy = attrs.field(factory=Policy, metadata=_checked(_is_policy))
+    max_restarts: int = attrs.field(default=3, metadata=checked(int_at_least(0)))
+    period: float = attrs.field(default=5.0, metadata=checked(positive_finite))
+    backoff: Backoff = attrs.field(factory=Backoff, metadata=checked(_backoff))
+    policy: Policy = attrs.field(factory=Policy, metadata=checked(_is_policy))
     auto_shutdown: AutoShutdown = attrs.field(
-        default="never", metadata=_checked(_one_of(get_args(AutoShutdown)))
+        default="never", metadata=checked(one_of(get_args(AutoShutdown)))
     )
     max_children: int | None = attrs.field(
-        default=None, metadata=_checked(_int_at_least(1, optional=True))
+        default=None, metadata=checked(int_at_least(1, optional=True))
     )
 
     def __attrs_post_init__(self) -> None:
-        problems = _problems(self)
+        problems = problems_of(self)
         if not problems:
             ids = [child.id for child in self.children]
             duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -299,14 +233,14 @@ class _BackoffConfig:
     """The loadable fields of :class:`Backoff` (its random source is code-only)."""
 
     kind: Literal["fixed", "linear", "exponential"] = attrs.field(
-        default="exponential", metadata=_checked(_one_of(("fixed", "linear", "exponential")))
+        default="exponential", metadata=checked(one_of(("fixed", "linear", "exponential")))
     )
-    initial: float = attrs.field(default=0.1, metadata=_checked(_finite_non_negative))
-    factor: float = attrs.field(default=2.0, metadata=_checked(_finite_non_negative))
-    step: float = attrs.field(default=0.0, metadata=_checked(_finite_non_negative))
-    max: float = attrs.field(default=30.0, metadata=_checked(_finite_non_negative))
-    jitter: float = attrs.field(default=0.0, metadata=_checked(_fraction))
-    reset_after: float = attrs.field(default=60.0, metadata=_checked(_finite_non_negative))
+    initial: float = attrs.field(default=0.1, metadata=checked(finite_non_negative))
+    factor: float = attrs.field(default=2.0, metadata=checked(finite_non_negative))
+    step: float = attrs.field(default=0.0, metadata=checked(finite_non_negative))
+    max: float = attrs.field(default=30.0, metadata=checked(finite_non_negative))
+    jitter: float = attrs.field(default=0.0, metadata=checked(fraction))
+    reset_after: float = attrs.field(default=60.0, metadata=checked(finite_non_negative))
 
     def build(self) -> Backoff:
         return Backoff(**attrs.asdict(self))
@@ -378,9 +312,9 @@ def _field_hook(name: str, check: Check) -> Callable[[Any, Any], Any]:
 
 def _overrides(cls: type[attrs.AttrsInstance]) -> dict[str, Any]:
     return {
-        field.name: override(struct_hook=_field_hook(field.name, field.metadata[_CHECK]))
+        field.name: override(struct_hook=_field_hook(field.name, field.metadata[CHECK]))
         for field in attrs.fields(cls)
-        if _CHECK in field.metadata and field.name not in _BY_TYPE
+        if CHECK in field.metadata and field.name not in _BY_TYPE
     }
 
 

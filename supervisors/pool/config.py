@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from actors import ActorError, Code
-from supervisors.reals import as_float
+from supervisors.checks import as_float
 
 
 def invalid(field: str, expected: str, value: Any) -> ActorError:

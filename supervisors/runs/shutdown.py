@@ -23,7 +23,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import RunCancelled, RunEvent
-from supervisors.reals import grace_seconds
+from supervisors.checks import grace_seconds
 from supervisors.runs.run import Run
 
 

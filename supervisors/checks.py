@@ -1,0 +1,187 @@
+"""The checks every config value goes through, built in code or loaded from a file.
+
+One set of checks for seconds, counts, fractions, enums and names: each is a function
+returning what is wrong with a value (``"must be ..., got ..."``) or ``None``. A config
+class keeps each field's check in its attrs ``metadata`` (:func:`checked`); built in
+code, :func:`problems_of` runs them all and one ``config_invalid`` names every bad
+field; loaded from a file, a cattrs structure hook runs the same check on each field and
+raises :class:`FieldProblem`, to which cattrs attaches the field's path.
+
+One reading of "a number" for everything users configure (specs, pools, prices):
+:func:`as_float` is the shared first step of every numeric check: a real number — an
+``int`` or a ``float``, never a ``bool`` (``True`` is not a count of seconds) — as a float,
+or ``None`` for anything else, including an int too large for a float (trio's clock
+arithmetic would overflow on it). NaN and infinities come through as floats: each check
+decides whether it allows them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from actors import ActorError, Code
+
+
+class FieldProblem(ValueError):
+    """One field's problem while a config is loaded from untrusted input (a cattrs
+    structure hook raises it with the problem's text; cattrs attaches the field's path,
+    and the loader reports the text as it is)."""
+
+
+def grace_seconds(value: Any, where: str) -> float:
+    """A grace period: seconds >= 0, ``math.inf`` for no limit (an int too large for a
+    float is no limit too); ``input_validation`` naming ``where`` otherwise (NaN, negative,
+    a bool, not a number)."""
+    seconds = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    if not seconds >= 0:
+        raise ActorError.from_code(
+            Code.INPUT_VALIDATION, f"{where}: grace must be seconds >= 0 (inf: no limit)"
+        )
+    return seconds
+
+
+def shown(value: Any) -> str:
+    """A short repr for a message (an int too long for ``repr`` is summarised)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_float(value: Any) -> float | None:
+    """``value`` as a float when it is an int or a float (not a bool) a float can hold."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+Check = Callable[[Any], "str | None"]
+#: The attrs metadata key under which a field keeps its check.
+CHECK: Final = "supervisors.checks.check"
+
+
+def checked(check: Check) -> dict[str, Check]:
+    """An attrs field's ``metadata`` holding ``check`` (read by :func:`problems_of` for a
+    value built in code and by a loader's cattrs hook for one read from a file)."""
+    return {CHECK: check}
+
+
+def one_of(choices: tuple[str, ...]) -> Check:
+    """One of ``choices`` (strings)."""
+
+    def check(value: Any) -> str | None:
+        if isinstance(value, str) and value in choices:
+            return None
+        return f"must be one of {', '.join(map(repr, choices))}, got {shown(value)}"
+
+    return check
+
+
+def int_at_least(minimum: int, *, optional: bool = False) -> Check:
+    """An ``int`` (not a ``bool``) >= ``minimum``; ``None`` too when ``optional``."""
+
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+            return None
+        alternative = " or None" if optional else ""
+        return f"must be an integer >= {minimum}{alternative}, got {shown(value)}"
+
+    return check
+
+
+def optional(check: Check) -> Check:
+    """``check``, or ``None`` (unset)."""
+    return lambda value: None if value is None else check(value)
+
+
+def seconds(*, zero: bool = False, optional: bool = False) -> Check:
+    """Finite seconds > 0 (``zero``: >= 0); ``None`` too when ``optional``."""
+
+    def check(value: Any) -> str | None:
+        number = as_float(value)
+        if (value is None and optional) or (
+            number is not None and math.isfinite(number) and (number >= 0 if zero else number > 0)
+        ):
+            return None
+        bound = ">= 0" if zero else "> 0"
+        return f"must be a finite number of seconds {bound}, got {shown(value)}"
+
+    return check
+
+
+#: Finite seconds > 0.
+positive_finite: Final = seconds()
+
+
+def per_minute(value: Any) -> str | None:
+    """A rate: a finite number > 0 per minute, or ``None`` (no limit)."""
+    number = as_float(value)
+    if value is None or (number is not None and math.isfinite(number) and number > 0):
+        return None
+    return f"must be a finite number > 0 per minute, got {shown(value)}"
+
+
+def finite_non_negative(value: Any) -> str | None:
+    """A finite number >= 0."""
+    number = as_float(value)
+    if number is not None and math.isfinite(number) and number >= 0:
+        return None
+    return f"must be a finite number >= 0, got {shown(value)}"
+
+
+def fraction(value: Any) -> str | None:
+    """A number from 0 to 1."""
+    number = as_float(value)
+    if number is not None and 0 <= number <= 1:
+        return None
+    return f"must be a number from 0 to 1, got {shown(value)}"
+
+
+def non_empty_str(value: Any) -> str | None:
+    """A string with something besides white space."""
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"must be a non-empty string, got {shown(value)}"
+
+
+def is_bool(value: Any) -> str | None:
+    """``True`` or ``False``."""
+    return None if isinstance(value, bool) else f"must be true or false, got {shown(value)}"
+
+
+def is_tuple(value: Any) -> str | None:
+    """A tuple (a loader or converter made it one from a list)."""
+    return None if isinstance(value, tuple) else f"must be a tuple, got {shown(value)}"
+
+
+def str_keyed_mapping(value: Any) -> str | None:
+    """A mapping whose keys are strings."""
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return None
+    return f"must be a mapping of names to values, got {shown(value)}"
+
+
+def problems_of(spec: attrs.AttrsInstance) -> list[str]:
+    """What is wrong with each field of ``spec``, each naming its field."""
+    problems = []
+    for field in attrs.fields(type(spec)):
+        check = field.metadata.get(CHECK)
+        problem = check(getattr(spec, field.name)) if check is not None else None
+        if problem is not None:
+            joint = "" if problem.startswith((".", "[")) else " "
+            problems.append(f"{field.name}{joint}{problem}")
+    return problems
