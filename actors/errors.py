@@ -19,9 +19,18 @@ into one :class:`ActorError`:
 * ``trio.Cancelled`` → ``cancelled`` (reporting a cancellation is allowed; *retrying* one
   is not, which is why :func:`classify` refuses it);
 * an exception group → flattened; if any member is a cancellation the result is
-  ``cancelled``; otherwise a fatal (non-retryable) member wins over a retryable one; ties
-  go to the first member. The result is a copy of the winner with ``errors`` holding every
+  ``cancelled`` (the reason of the first ``trio.Cancelled``, as :func:`cancellation_reason`
+  gives it); otherwise a fatal (non-retryable) member wins over a retryable one; ties go
+  to the first member. The result is a copy of the winner with ``errors`` holding every
   normalized member (in order) and the group as ``__cause__``.
+
+**One cancellation check.** :func:`cancellation_reason` is the only place that decides
+whether an exception *is* a cancellation: ``trio.Cancelled``, or an exception group
+holding at least one at any depth — whatever else it holds (a failure raised alongside a
+cancel is superseded by it and kept: in ``errors`` and the ``__cause__`` of the
+``cancelled`` error). :func:`cancel_supersedes` is the one decision built on it, "a
+failure while cancelled is the cancel", which the actor layer's hosts and the tools
+front door share.
 
 ``KeyboardInterrupt`` and ``SystemExit`` (alone or in a group) are never normalized:
 ``TypeError`` — they must propagate.
@@ -73,6 +82,7 @@ __all__ = [
     "ToolError",
     "ValidationError",
     "cancel_in_effect",
+    "cancel_supersedes",
     "cancellation_reason",
     "classify",
     "current_cancel_reason",
@@ -112,7 +122,7 @@ def normalize(outcome: object, *, step: bool = False) -> ActorError:
 def _normalize_one(outcome: object, *, step: bool) -> ActorError:
     if isinstance(outcome, ActorError):
         return outcome
-    if isinstance(outcome, trio.Cancelled):
+    if isinstance(outcome, trio.Cancelled):  # a leaf: groups are cancellation_reason's
         return ActorError.from_code(Code.CANCELLED, _cancel_reason(outcome), cause=outcome)
     if isinstance(outcome, KeyboardInterrupt | SystemExit):
         raise TypeError(f"{type(outcome).__name__} must propagate; it is never normalized")
@@ -190,19 +200,46 @@ async def cancel_in_effect() -> str | None:
     return None
 
 
-def cancellation_reason(exc: BaseException) -> str | None:
-    """The reason text of the trio cancellation ``exc`` stands for, else ``None``.
+async def cancel_supersedes(failure: BaseException) -> str | None:
+    """The rule "a failure while cancelled is the cancel": the reason of the cancel that
+    ``failure`` is to be reported as, or ``None`` when it is a failure in its own right.
 
-    ``exc`` stands for a cancellation when it is ``trio.Cancelled`` or a group made only
-    of them; the reason is the one given to ``CancelScope.cancel(reason=...)``, else
-    ``"cancelled (<source>)"`` (``deadline``, ``explicit``, ``nursery``, …).
+    * A cancel in effect for the current task (where this is called: a probe, no schedule
+      point when there is none) → its reason. ``failure`` was raised while cancelled — a
+      ``ValueError`` from an ``except trio.Cancelled:`` block, a cleanup that broke, an
+      answer that arrived in the instant the caller was cancelled — and the cancel wins.
+    * Else ``failure`` is itself a cancellation (:func:`cancellation_reason`: a
+      ``trio.Cancelled``, or a group holding one next to other errors) → its reason.
+    * Else ``None``.
+
+    What to do with an answer is the caller's: an actor's handler re-raises ``failure``,
+    so the actor layer answers ``cancelled`` with ``failure`` as the cause (logged as
+    ``error.suppressed``); a caller whose own scope is cancelled lets ``trio.Cancelled``
+    out (its next checkpoint raises it). It never swallows ``failure`` itself.
+    """
+    return await cancel_in_effect() or cancellation_reason(failure)
+
+
+def cancellation_reason(exc: BaseException) -> str | None:
+    """The one check of whether ``exc`` is a trio cancellation: the reason text of the
+    cancel it stands for, else ``None``.
+
+    ``exc`` is a cancellation when it is ``trio.Cancelled`` or an exception group holding
+    at least one ``trio.Cancelled`` at any depth, whatever else it holds: an error raised
+    alongside a cancel (a task's cleanup that broke while its nursery was cancelled) is
+    superseded by it — :func:`normalize` keeps it in ``errors`` and as the ``__cause__``
+    of the ``cancelled`` error, an actor logs it as ``error.suppressed``. The reason is
+    the first ``trio.Cancelled``'s (depth first, in order), as given to
+    ``CancelScope.cancel(reason=...)``, else ``"cancelled (<source>)"`` (``deadline``,
+    ``explicit``, ``nursery``, …). ``KeyboardInterrupt`` and ``SystemExit`` are not
+    cancellations (they must propagate; a group holding one *and* a ``Cancelled`` is both,
+    and whoever checks interrupts checks them first). An ``ActorError`` with the
+    ``cancelled`` code is not a trio cancellation either: it is the typed *report* of one.
     """
     if isinstance(exc, trio.Cancelled):
         return _cancel_reason(exc)
     if isinstance(exc, BaseExceptionGroup):
-        matched, rest = exc.split(trio.Cancelled)
-        if rest is None and matched is not None:
-            for leaf in _leaves(matched):
-                if isinstance(leaf, trio.Cancelled):
-                    return _cancel_reason(leaf)
+        for leaf in _leaves(exc):
+            if isinstance(leaf, trio.Cancelled):
+                return _cancel_reason(leaf)
     return None

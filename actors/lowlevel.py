@@ -15,7 +15,12 @@ The two protocols around a slot are here too, for fakes and alternative runtimes
 from actors.actor import DEFAULT_CALL_TIMEOUT, ActorAddress, ActorRef, CellState
 from actors.cell import ActorCell, CellHost, Supervision
 from actors.cleanup import DEFAULT_CLEANUP_BUDGET
-from actors.errors import cancel_in_effect, cancellation_reason, current_cancel_reason
+from actors.errors import (
+    cancel_in_effect,
+    cancel_supersedes,
+    cancellation_reason,
+    current_cancel_reason,
+)
 from actors.exits import AfterCrash, Exit, ExitKind
 from actors.mailbox import DEFAULT_CAPACITY, Overflow
 from actors.nursery import open_nursery_unwrapped, run_to_completion
@@ -49,6 +54,7 @@ __all__ = [
     "Registry",
     "Supervision",
     "cancel_in_effect",
+    "cancel_supersedes",
     "cancellation_reason",
     "cell_of",
     "current_cancel_reason",

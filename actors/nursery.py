@@ -49,7 +49,16 @@ async def open_nursery_unwrapped() -> AsyncIterator[trio.Nursery]:
 
 
 def only_cancelled(group: BaseExceptionGroup) -> trio.Cancelled | None:
-    """The first ``trio.Cancelled`` of ``group`` when it holds nothing else, else ``None``."""
+    """The first ``trio.Cancelled`` of ``group`` when it holds nothing else, else ``None``.
+
+    Not "is this a cancellation?" — :func:`actors.errors.cancellation_reason` is the one
+    answer to that, and it says yes to a group holding a ``Cancelled`` next to other
+    errors too. This asks a narrower question only unwrapping has: may one bare
+    ``Cancelled`` *replace* the whole group? Only when nothing else would be lost (every
+    leaf a ``Cancelled``; then ``cancellation_reason`` says yes as well). A mixed group is
+    re-raised as it is, so its other errors reach whoever handles the cancel — an actor
+    keeps them as the cause of ``cancelled`` and logs them (``error.suppressed``) — rather
+    than being dropped here, where nobody would log them."""
     matched, rest = group.split(trio.Cancelled)
     if rest is not None or matched is None:
         return None

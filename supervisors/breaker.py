@@ -28,7 +28,9 @@
   (a lease of ``probe_lease`` seconds); everyone else fails fast with ``circuit_open``
   and a ``retry_after`` of the time until a probe may be tried. ``success_threshold``
   successful probes close it; a failed probe re-opens it with a fresh cooldown.
-* A cancelled call neither opens nor closes the breaker and frees the probe it held.
+* A cancelled call neither opens nor closes the breaker and frees the probe it held —
+  also one that raised a group holding ``trio.Cancelled`` next to other errors (the one
+  cancellation check, :func:`actors.lowlevel.cancellation_reason`).
 * Every transition is an event ``breaker.transition`` (provider, model, from, to, code,
   cooldown).
 """
@@ -46,7 +48,7 @@ import trio
 
 from actors import ActorError, Code, normalize
 from actors.events import BreakerTransition
-from actors.lowlevel import emit
+from actors.lowlevel import cancellation_reason, emit
 from supervisors.state import MemoryState, StateBackend, Transition
 from supervisors.state.base import BreakerState
 
@@ -250,15 +252,18 @@ class Breaker:
         """Record how an admitted call ended: ``None`` for success, else what it raised.
 
         Shielded: a verdict (or the release of a probe lease) is recorded even while the
-        caller is being cancelled. A cancellation records nothing but frees the lease.
+        caller is being cancelled. A cancellation (:func:`actors.lowlevel.cancellation_reason`:
+        ``trio.Cancelled``, or a group holding one, whatever else it holds) records nothing
+        but frees the lease; so does a ``BaseException`` that is not an ``Exception``
+        (``KeyboardInterrupt``, ``GeneratorExit``…): not the provider's doing.
         """
         if exc is None and self.unchanged_by_success(admission):
             return
         with trio.CancelScope(shield=True):
             if exc is None:
                 await self._success(admission)
-            elif _is_cancellation(exc):  # pragma: no mutate: equivalent, else releases too
-                await self._release(admission)
+            elif cancellation_reason(exc) is not None:  # pragma: no mutate: else releases too
+                await self._release(admission)  # a group holding a Cancelled included
             else:
                 await self._failure(
                     admission, normalize(exc) if isinstance(exc, Exception) else None
@@ -396,11 +401,3 @@ class Guard:
             exc is None and self._breaker.unchanged_by_success(admission)
         ):
             await self._breaker.record(admission, exc)
-
-
-def _is_cancellation(exc: BaseException) -> bool:
-    if isinstance(exc, trio.Cancelled | KeyboardInterrupt | SystemExit | GeneratorExit):
-        return True  # pragma: no mutate: equivalent, record() releases every non-Exception
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[0] is not None
-    return False

@@ -16,8 +16,15 @@ How a run ends, as the host reports it:
   its cause (the model never sees the cause: :func:`~actors.tools.facing.for_model`);
 * its own ``timeout`` passed — ``tool_timeout``, even if the function raised something
   else while being cancelled;
-* the caller went away — the caller already has ``trio.Cancelled``; whatever the function
-  raises meanwhile is never reported as ``tool_failed`` (cancellation wins).
+* a cancel covers the run — the caller went away (``propagate_cancel``), the tree was
+  aborted, a scope around the tree was cancelled — or what it raised is itself a
+  cancellation (a group holding ``trio.Cancelled`` next to other errors): the failure is
+  never answered as ``tool_failed``. The host decides nothing here: it re-raises what
+  the function raised (:func:`actors.errors.cancel_supersedes`, the rule every actor
+  follows), and the actor layer answers the caller as for any handler that failed while
+  cancelled — ``cancelled`` with the cancel's reason and the failure as ``__cause__``
+  (logged as ``error.suppressed``), or nothing to a caller that already left with
+  ``trio.Cancelled``. The host goes on (or ends with the cancel), never crashed by it.
 
 A tool function that shields itself from cancellation is waited for (trio cannot
 interrupt a shield); one that timed out and took more than its ``cleanup`` seconds to end
@@ -36,6 +43,7 @@ import trio
 from actors.actor import Actor
 from actors.codes import Code
 from actors.error_types import ActorError, Failure, fail
+from actors.errors import cancel_supersedes
 from actors.events import ToolCleanupOverrun
 from actors.observe import emit
 from actors.tools.define import Tool, ToolContext
@@ -128,6 +136,8 @@ class ToolHost(Actor):
             except trio.Cancelled:
                 raise
             except BaseException as exc:  # every way a run ends badly: see _outcome
+                if await cancel_supersedes(exc) is not None:
+                    raise  # the actor layer answers ``cancelled``, ``exc`` its cause
                 failure, crash = _outcome(tool, exc)
                 if failure is None:  # an interrupt (Ctrl-C): the worker and the tree see it
                     raise
@@ -193,15 +203,17 @@ def _misfit(tool: Tool) -> ActorError:
 
 
 def _outcome(tool: Tool, exc: BaseException) -> tuple[ActorError | None, bool]:
-    """What a run that raised ``exc`` answers, and whether it crashes the worker.
+    """What a run that raised ``exc`` answers, and whether it crashes the worker — for a
+    run no cancel superseded (that one never gets here: see :meth:`ToolHost.handle`).
 
     * ``KeyboardInterrupt`` (alone or in a group): ``(None, False)`` — it propagates
       (Ctrl-C must reach the daemon);
     * an ``ActorError``: itself, named after the tool that ran (a name the tool put in is
       replaced) — except ``cancelled``: the caller's cancel arrives as ``trio.Cancelled``,
       so a tool's own ``cancelled`` is its failure (``tool_failed``);
-    * an ``Exception``, an exception group, or ``SystemExit`` (a library calling
-      ``sys.exit()`` must not stop the daemon): ``tool_failed``, the exception its cause;
+    * an ``Exception``, an exception group (holding no ``trio.Cancelled``), or
+      ``SystemExit`` (a library calling ``sys.exit()`` must not stop the daemon):
+      ``tool_failed``, the exception its cause;
     * any other ``BaseException`` (``GeneratorExit``, a custom one): ``internal``, naming
       only its type, and the worker crashes — its supervisor restarts it.
     """

@@ -53,6 +53,7 @@ import trio
 from actors.actor import Actor
 from actors.codes import Code
 from actors.error_types import ActorError, fail
+from actors.errors import cancellation_reason, normalize
 from actors.exits import must_propagate
 from actors.redact import redact_text
 from actors.tools.define import NAME_PATTERN
@@ -300,15 +301,20 @@ class McpHost(Actor):
         """What a request's failure ``exc`` becomes (``tool`` is ``None`` for a listing):
         a closed session ``mcp_gateway`` (and the connection ends), a JSON-RPC error
         answer or an unusable result ``mcp_tool_failed``, anything else ``mcp_gateway``.
-        A group holding a cancellation while this task is cancelled raises
-        ``trio.Cancelled``; an exit (``KeyboardInterrupt``…) is returned as it is."""
+        A cancellation (:func:`~actors.errors.cancellation_reason`: a group holding a
+        ``trio.Cancelled``, whatever else it holds) raises ``trio.Cancelled`` while this
+        task is cancelled, and is ``cancelled`` (the other errors kept) when it is not; an
+        exit (``KeyboardInterrupt``…) is returned as it is."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-        if isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[0] is not None:
+        cancellation = cancellation_reason(exc) is not None
+        if cancellation:
             await trio.lowlevel.checkpoint_if_cancelled()  # the caller's cancel wins
         if must_propagate(exc):
             return exc
+        if cancellation:
+            return normalize(exc)  # no cancel in effect here: still one, the rest kept
         cause, server = leaf(exc), self.config.name
         context: dict[str, Any] = {} if tool is None else {"tool": tool}
         if isinstance(cause, MCPError) and cause.code == CONNECTION_CLOSED:

@@ -33,8 +33,15 @@ class Workers:
 
     async def send(self, message: Any) -> tuple[Any, Exception | None]:
         """``message`` to the least busy worker (``propagate_cancel``): its reply, or the
-        failure it raised (a cancellation propagates). The worker counts as busy while it
-        is waited for, on every path."""
+        failure it raised. The worker counts as busy while it is waited for, on every path.
+
+        A cancel of the caller propagates as ``trio.Cancelled``. A cancel that reached the
+        worker instead (an abort, a scope around the tree) arrives as the actor layer's
+        own answer, ``cancelled`` with the cancel's reason — also when the tool failed
+        while being cancelled: the host hands such a failure to the actor layer, which
+        keeps it as the cause (:func:`actors.lowlevel.cancel_supersedes`). Nothing here
+        re-derives that decision; :func:`failure_of` keeps ``cancelled`` as it is.
+        """
         busy = self.busy
         index = 0 if len(busy) == 1 else self.pick()
         busy[index] += 1
