@@ -155,9 +155,10 @@ class ActorCell:
         withdraw(envelope, self.mailbox, self.path)
 
     def expire(self, envelope: Envelope) -> None:
-        """The timer's callback: fail a pending call with ``call_timeout`` (a running
-        ``propagate_cancel`` one is cancelled, as for a caller that gave up)."""
-        time_out(envelope, self.mailbox, self.path)
+        """The timer's callback: fail a pending call with ``call_timeout`` — ``cancelled``
+        while a cancel is in effect for the subtree (a running ``propagate_cancel`` one is
+        cancelled, as for a caller that gave up)."""
+        time_out(envelope, self.mailbox, self.path, self.supervision.cancel_reason())
 
     def dead_letter(self, message: Any, reason: str) -> None:
         """Record ``message``, sent to this slot, as undeliverable."""

@@ -13,7 +13,8 @@ message, and its return value answers the call (:func:`~actors.replies.answer`).
   While a cancel is in effect the caller gets ``cancelled`` instead, the error its cause
   (cancellation wins, as in a handler).
 * A stop lets the work finish; a crash or a kill cancels the nursery, and the calls still
-  running are answered by the slot (:meth:`DeferredWork.unanswered`).
+  running are answered by the slot (:meth:`DeferredWork.unanswered`) — also one whose
+  work returned a value while cancelled (it ran shielded, or swallowed the cancel).
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class DeferredWork:
         try:
             with trio.CancelScope() as envelope.scope:
                 result = await deferred.fn(*deferred.args)
+                # Returned although cancelled (shielded, or it swallowed the Cancelled):
+                # unanswered, the call is left to the slot (``unanswered``), as if it had
+                # obeyed. A caller that gave up is not answered at all.
+                await trio.lowlevel.checkpoint_if_cancelled()  # no schedule point if not
                 answer(envelope, result, owner.path)
         except trio.Cancelled:
             raise

@@ -14,6 +14,9 @@ An :class:`Incarnation` lives for one :meth:`actors.cell.ActorCell.run_incarnati
    it yields once, so a busy actor never starves its neighbours.
 3. However it ends, the calls still in flight are answered first (``cancelled`` under a
    cancel, else ``outcome_unknown``), then the cleanup hook runs (:mod:`actors.cleanup`).
+   A handler that returns while a cancel other than a kill covers the task (it ran
+   shielded, or swallowed ``trio.Cancelled``) does not answer its caller: the call is
+   still in flight, and answered ``cancelled``.
 
 Cancellation wins (see :mod:`actors.cell`): a failure that escapes a handler, ``on_start``
 or deferred work while a cancel is in effect is logged as ``error.suppressed`` and
@@ -312,6 +315,11 @@ class Incarnation:
                 await deferred.start(envelope, result)
                 self.current = None
             else:
+                try:
+                    await trio.lowlevel.checkpoint_if_cancelled()  # no schedule point if not
+                except trio.Cancelled:
+                    self._returned_while_cancelled(envelope, result)
+                    raise
                 self.current = None
                 answer(envelope, result, path)
             envelope = None
@@ -319,6 +327,17 @@ class Incarnation:
             if served >= _YIELD_EVERY:
                 served = 0
                 await trio.lowlevel.checkpoint()
+
+    def _returned_while_cancelled(self, envelope: Envelope, result: object) -> None:
+        """The handler returned although a cancel covers this task (it ran shielded, or
+        swallowed ``trio.Cancelled``). A kill of ours lets the finished message keep its
+        value; any other cancel — the subtree's (an abort) or a scope around the tree —
+        wins: the message stays in flight and its caller gets ``cancelled`` with that
+        cancel's reason as the incarnation unwinds (:meth:`_end`)."""
+        scope = self._scope
+        if scope is not None and scope.cancel_called:
+            self.current = None
+            answer(envelope, result, self.path)
 
     def _handler_failed(self, envelope: Envelope, exc: BaseException) -> Exit | None:
         """Classify what the handler raised; ``None`` to go on serving, else the exit.

@@ -11,7 +11,8 @@ decide when:
 * the incarnation ended with the call still running: ``cancelled`` while a cancel is in
   effect, else ``outcome_unknown`` (:func:`answer_unfinished`), ``delivered=True`` both;
 * the caller gave up (cancelled, or its call timed out): a queued request is never run, a
-  running ``propagate_cancel`` one is cancelled (:func:`withdraw`, :func:`time_out`);
+  running ``propagate_cancel`` one is cancelled (:func:`withdraw`, :func:`time_out`); a
+  timeout that fires while a cancel is in effect is ``cancelled``;
 * a ``drop_oldest`` mailbox evicted it: ``not_delivered`` (a cast: a dead letter).
 
 A cast has no caller: its envelope is only marked done (a returned ``Failure`` is logged
@@ -127,8 +128,11 @@ def withdraw(envelope: Envelope, mailbox: Mailbox, path: str) -> None:
             envelope.scope.cancel(reason=f"caller of {path} was cancelled")
 
 
-def time_out(envelope: Envelope, mailbox: Mailbox, path: str) -> None:
-    """Fail a pending call with ``call_timeout`` (``delivered``: whether it had started).
+def time_out(envelope: Envelope, mailbox: Mailbox, path: str, cancel: str | None) -> None:
+    """Fail a pending call with ``call_timeout`` (``delivered``: whether it had started),
+    or ``cancelled`` with ``cancel`` if a cancel is in effect for the slot as the timeout
+    fires: cancellation wins, decided now, not when the caller resumes (by then the slot
+    may be closed).
 
     A caller that timed out has given up like a cancelled one: a queued request is
     removed, and with ``propagate_cancel=True`` its running handler (or deferred work)
@@ -141,11 +145,14 @@ def time_out(envelope: Envelope, mailbox: Mailbox, path: str) -> None:
             envelope.scope.cancel(reason=f"caller of {path} timed out")
     else:
         mailbox.abandon(envelope)
-    err = ActorError.from_code(
-        Code.CALL_TIMEOUT,
-        f"no reply from {path} within the call timeout",
-        actor=path,
-        delivered=started,
-    )
+    if cancel is not None:
+        err = ActorError.from_code(Code.CANCELLED, cancel, actor=path, delivered=started)
+    else:
+        err = ActorError.from_code(
+            Code.CALL_TIMEOUT,
+            f"no reply from {path} within the call timeout",
+            actor=path,
+            delivered=started,
+        )
     if envelope.caller is not None:
         trio.lowlevel.reschedule(envelope.caller, Error(err))

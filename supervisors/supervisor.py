@@ -2,30 +2,18 @@
 
 ``docs/supervision.md`` is the specification; this docstring is its summary.
 
-* Children start in order, each synchronously (``nursery.start``: an actor counts as
-  started once its ``on_start`` returned). If child k fails to start, children 1..k-1 are
-  stopped in reverse order and the supervisor fails with ``start_failed`` (child id and
-  cause).
-* A crash is decided in the child's own task, synchronously, by :meth:`Supervisor.after_crash`:
-  the policy (child's, then supervisor's, then defaults) gives a directive. ``resume``
-  keeps the instance. ``restart`` counts one failure in the supervisor's sliding window
-  (the new failure first; a failure at t counts while now - t <= period) and restarts per
-  strategy after the backoff delay (raised to the error's ``retry_after``); exceeding
-  ``max_restarts`` shuts the children down and fails the supervisor with
-  ``restart_intensity_exceeded`` carrying the failures in the window, oldest first.
-  ``stop`` ends that child for good; ``escalate`` shuts the supervisor down and fails it
-  with the child's error; ``abort`` cancels the whole tree at the instant of the decision.
-* A normal exit restarts only a permanent child (counted like a crash); transient and
-  temporary children stay down; a temporary child's spec is dropped whenever it exits.
-* one_for_all / rest_for_one stop the affected siblings in reverse start order, then start
-  them (and the failed child) in order; one failure counts once.
-* Shutdown goes in reverse start order (dynamic children concurrently, first): a graceful
-  stop, ``shutdown`` seconds, then cancel with reason ``shutdown:<id>``.
+* Children start in order, each once the previous one's ``on_start`` returned; a crash
+  is decided in the child's own task (:meth:`Supervisor.after_crash`, the policy via
+  :class:`Decider`) and carried out here, one exit at a time: ``resume``, ``restart``
+  (counted in the intensity window, per strategy, after the backoff), ``stop``,
+  ``escalate`` (shut down, fail with the child's error), ``abort`` (the whole tree, at
+  the decision). Shutdown goes in reverse start order, graceful, then a kill.
 * **Cancellation wins**: once an abort or a shutdown is under way for a subtree — or a
-  trio scope around the tree was cancelled (:meth:`Supervisor.note_cancel`) — anything
-  that escapes an actor inside it is ``cancelled`` (reason kept, the failure as cause,
-  logged as ``error.suppressed``); no policy runs (:meth:`Decider.settle` checks
-  first) and nothing restarts or starts.
+  trio scope around the tree was cancelled (:meth:`Supervisor.note_cancel`, decided by
+  :meth:`CancelState.note` alone) — anything that escapes an actor inside it is
+  ``cancelled`` (reason kept, the failure as cause, ``error.suppressed``); no policy
+  runs and nothing restarts or starts. A tree cancelled for good (aborted, or from
+  around) answers every later call ``cancelled`` at once.
 
 The parts, along OTP's ``supervisor.erl`` seams: the restart-intensity window
 (:mod:`supervisors.intensity`, pure), the strategy tables (:mod:`supervisors.strategy`,
@@ -110,9 +98,16 @@ class Supervisor:
         return self._cancel.in_effect()
 
     def note_cancel(self, reason: str) -> str:
-        """A ``trio.Cancelled`` reached a task of this subtree: the reason in effect; with
-        no hard cancel, a scope *around the tree* cancels it all (:meth:`CancelState.note`)."""
-        return self._cancel.note(reason)
+        """A ``trio.Cancelled`` its own scopes did not ask for reached a task of this
+        supervisor's run: the reason in effect. Whether a scope *around* the tree was
+        cancelled, or one of the tree's own ended, is decided by :meth:`CancelState.note`
+        alone; a tree cancelled from around refuses new calls from then on."""
+        root = self.root()
+        was_cancelled = root._cancel.hard
+        reason = self._cancel.note(reason)
+        if root._cancel.hard and not was_cancelled:
+            root._refuse_calls()
+        return reason
 
     def terminating(self, cell: ActorCell) -> None:
         """The actor stops itself for good (``ref.stop()`` from its own task): its coming
@@ -151,20 +146,22 @@ class Supervisor:
         self._exits.clear()  # a previous run's exits are not this run's business
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
+                self._nursery, self._cancel.scope = nursery, nursery.cancel_scope
                 try:
                     await self._run_children(nursery, task_status)
                 except BaseException as exc:
                     # Noted now, while the children still run, not after they ended.
                     reason = await current_cancel_reason(exc)
                     if reason is not None:
-                        self.note_cancel(reason)  # a scope around the tree was cancelled
+                        self.note_cancel(reason)  # ours (a kill) or a scope around the tree
                     raise
                 finally:
                     self._closing = True  # the nursery takes no new child from here on
-                nursery.cancel_scope.cancel(reason=f"{self.path} finished")
+                # The end of our run: a task still in the nursery (a start the shutdown
+                # killed) is cancelled by our own scope, never taken for a cancel around us.
+                self._cancel.cancel_run(f"{self.path} finished")
         finally:
-            self._nursery = None
+            self._nursery, self._cancel.scope = None, None
             for child in self.children:
                 if not child.live:
                     child.move(Status.STOPPED)
@@ -337,12 +334,23 @@ class Supervisor:
 
         Slots outlive a supervisor's *run*, so a supervisor restarted by its parent keeps
         its children's refs and queued messages; they are closed only when the subtree is
-        stopped for good (or the tree ends).
+        stopped for good (or the tree ends). Everything queued is answered (``cancelled``
+        if a cancel is under way). A subtree stopped for good forgets its cancel: a call
+        to it is ``actor_stopped`` from now on. A *tree* that was cancelled (aborted, or
+        a scope around it) stays so: every later caller gets ``cancelled`` with the reason.
         """
         self.children.close(reason)
-        # Everything queued was answered (``cancelled`` if a cancel was under way): from
-        # now on a call to a closed slot is plainly ``actor_stopped``.
-        self._cancel.clear()
+        if self.parent is not None or not self._cancel.hard:
+            self._cancel.clear()
+
+    def _refuse_calls(self) -> None:
+        """The whole tree is cancelled: every slot refuses new messages at once (a call is
+        ``cancelled`` with the reason, ``delivered=False``; a cast is a dead letter)."""
+        for child in self.children:
+            if child.cell is not None:
+                child.cell.stop_accepting()
+            if isinstance(child.sup, Supervisor):
+                child.sup._refuse_calls()
 
     def request_shutdown(self, reason: str) -> None:
         """Shut down gracefully (a cancel for the subtree: failures become ``cancelled``).
@@ -356,11 +364,12 @@ class Supervisor:
 
     def kill(self, reason: str) -> None:
         """Cancel the whole subtree now (a kill before its run began stops the run
-        before any child starts)."""
+        before any child starts). The root's kill (an abort) cancels the tree for good:
+        its slots refuse new calls from now on."""
         self._cancel.request(reason, hard=True)
-        if self._nursery is not None:
-            self._nursery.cancel_scope.cancel(reason=reason)
-        else:
+        if self.parent is None:
+            self._refuse_calls()
+        if not self._cancel.cancel_run(reason):
             self._kill_pending = reason
 
     def root(self) -> Supervisor:
