@@ -30,10 +30,11 @@ import uuid
 
 import trio
 
-from actors.journal import Entry, PostgresStore, open_journal
+from actors.journal import Entry, PostgresStore
 from bench.common import Row, logs_to_null, without_gc
 from bench.journal_bench import _entries, append_all
 from supervisors import RateLimit, RateLimiter
+from supervisors.runs import open_journal
 from supervisors.state import open_redis_state
 from supervisors.state.redis_scripts import TRIVIAL
 

@@ -31,10 +31,19 @@ from typing import Any
 import trio
 
 from actors.events import NodeCompleted
-from actors.journal import Batch, Entry, Journal, SqliteStore, entry_of, open_journal
+from actors.journal import Batch, Entry, SqliteStore, entry_of
 from bench.common import Row, logs_to_null, without_gc
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_runs
+from supervisors.runs import (
+    Approval,
+    Edge,
+    Journal,
+    NodeContext,
+    Step,
+    Workflow,
+    open_journal,
+    open_runs,
+)
 
 RUNS = 100
 PER_RUN = 100

@@ -20,7 +20,6 @@ from typing import Any
 import trio
 
 from actors.events import RunEvent
-from actors.journal import open_journal
 from actors.testing.chaos import Fault, FaultScript
 from actors.tools import Grants, ToolGroup, tool
 from supervisors import Price, ProviderPool, Resilience, RetryRules, Target, Tools, Tree
@@ -34,6 +33,7 @@ from supervisors.runs import (
     Run,
     Step,
     Workflow,
+    open_journal,
     open_runs,
 )
 

@@ -6,9 +6,8 @@ import sys
 import trio
 
 from actors import ActorError
-from actors.journal import open_journal
 from supervisors import SupervisorSpec, open_daemon, open_tree
-from supervisors.runs import NodeContext, Run, Runs, Step, Workflow, open_runs
+from supervisors.runs import NodeContext, Run, Runs, Step, Workflow, open_journal, open_runs
 
 
 async def shout(ctx: NodeContext) -> dict[str, str]:

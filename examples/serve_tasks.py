@@ -35,7 +35,6 @@ import trio
 from demo_workflows import TICKET_TOOLS
 
 from actors import ActorError, Metrics, configure_logging, serve_metrics
-from actors.journal import open_journal
 from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
 from actors.testing.chaos import FaultScript, chaos_server
 from actors.tools import Grants
@@ -53,7 +52,17 @@ from supervisors import (
     open_tree,
     tool_hosts,
 )
-from supervisors.runs import Agent, Edge, NodeContext, Run, Runs, Step, Workflow, open_runs
+from supervisors.runs import (
+    Agent,
+    Edge,
+    NodeContext,
+    Run,
+    Runs,
+    Step,
+    Workflow,
+    open_journal,
+    open_runs,
+)
 
 #: The chaos provider's fault mix: the chance of each fault on any request.
 FAULTS: dict[Any, float] = {"status": 0.15, "reset_before": 0.05, "malformed_json": 0.05}

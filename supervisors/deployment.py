@@ -224,7 +224,7 @@ class Deployment:
         return ProviderPool(targets, **options)
 
     def journal_store(self) -> Any:
-        """What :func:`~actors.journal.open_journal` takes: the SQLite path, or a
+        """What :func:`~supervisors.runs.open_journal` takes: the SQLite path, or a
         :class:`~actors.journal.PostgresStore` on the DSN (extra ``postgres``)."""
         if self.journal.dsn_env is None:
             return self.journal.path or "runs.journal"

@@ -9,9 +9,8 @@ from typing import Any
 import trio
 
 from actors import fail
-from actors.journal import open_journal
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_runs
+from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_journal, open_runs
 
 
 async def _write(ctx: NodeContext) -> dict[str, Any]:

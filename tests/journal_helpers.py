@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from actors.journal import Batch, Journal, MemoryStore, open_journal
+from actors.journal import Batch, MemoryStore
 from supervisors import SupervisorSpec, Tree, open_tree
-from supervisors.runs import Runs, open_runs
+from supervisors.runs import Journal, Runs, open_journal, open_runs
 
 
 class FlakyStore(MemoryStore):

@@ -22,11 +22,10 @@ from typing import Any
 
 import trio
 
-from actors.journal import open_journal
 from actors.observe import configure_logging
 from actors.tools import ALL, ToolContext, ToolGroup, tool
 from supervisors import SupervisorSpec, Tools, open_tree, tool_hosts
-from supervisors.runs import Edge, NodeContext, Step, Workflow, open_runs
+from supervisors.runs import Edge, NodeContext, Step, Workflow, open_journal, open_runs
 
 EFFECTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (key TEXT, node TEXT, pid INTEGER, attempt INTEGER);

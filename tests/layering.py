@@ -18,19 +18,30 @@ TYPE_CHECKING:``, inside a function).
   re-exports, not the module ``actors/classify.py``), else to ``pkg.name`` when that is a
   module or subpackage file, else to ``pkg``. Relative imports are resolved; imports of
   anything outside the two packages are not edges.
+- **R4**: ``actors/`` names ``supervisors`` in a string only in a ``_MOVED`` table —
+  the one way a name that moved from ``actors`` to ``supervisors`` keeps working from
+  its old place (with a ``DeprecationWarning``: a module-level ``__getattr__`` that does
+  ``importlib.import_module(_MOVED[name])``). A table is a literal top-level dict of
+  names to modules; each module must be one of ``supervisors`` whose literal ``__all__``
+  has the name. Any other string that is a dotted name of ``supervisors`` in an
+  ``actors`` module is a violation (it could only be there to be imported), and so is a
+  dynamic import (``import_module``, ``__import__``) of a ``_MOVED`` entry anywhere but
+  in the module's ``__getattr__``. A module name computed at run time is out of reach
+  of a check on source text: write none.
 - **Own package**: a submodule importing its own package's ``__init__`` (``actors/cell.py``
   doing ``from actors import X``) is reported on its own, and its edge left out of the
   cycle search: packages re-export from their submodules, so that edge would close a
   trivial cycle. A subpackage is its own package: ``actors/providers/http.py`` may import
   ``from actors import X``, and that edge is searched for cycles like any other.
 
-Every violation is a line starting with its rule (``R1``, ``R2``, ``R3``), then the file
-and line of the import where there is one.
+Every violation is a line starting with its rule (``R1``, ``R2``, ``R3``, ``R4``), then
+the file and line of the import where there is one.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -48,6 +59,10 @@ PUBLIC_ACTORS_MODULES = frozenset(
         "actors.journal",
     }
 )
+#: The table of names moved out of an ``actors`` module (R4).
+MOVED_TABLE = "_MOVED"
+#: The calls that import a module named by a string (R4).
+DYNAMIC_IMPORTS = frozenset({"import_module", "__import__"})
 # Past this many cycles the tree has a structural problem; listing more would not help.
 MAX_CYCLES = 50
 
@@ -266,6 +281,122 @@ def private_actors_imports(found: Iterable[Import], root: Path) -> list[str]:
     return problems
 
 
+def _names_supervisors(value: object) -> bool:
+    """``value`` is a string that is a dotted name in ``supervisors``."""
+    return isinstance(value, str) and re.fullmatch(r"supervisors(\.\w+)*", value) is not None
+
+
+def moved_table(tree: ast.Module) -> ast.Assign | None:
+    """A module's top-level ``_MOVED = ...`` statement, if it has one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == MOVED_TABLE for t in node.targets
+        ):
+            return node
+    return None
+
+
+def moved_names(root: Path) -> dict[str, dict[str, str]]:
+    """Each ``actors`` module with a literal ``_MOVED`` table -> its entries."""
+    found = {}
+    for source, path in module_files(root).items():
+        table = moved_table(ast.parse(path.read_text(encoding="utf-8")))
+        if _in(source, "actors") and table is not None and isinstance(table.value, ast.Dict):
+            found[source] = {
+                k.value: v.value
+                for k, v in zip(table.value.keys, table.value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+            }
+    return found
+
+
+def _table_problems(
+    where: str, table: ast.Assign, modules: Mapping[str, Path]
+) -> tuple[list[str], set[int]]:
+    """R4 for one ``_MOVED`` table; the ids of its value nodes (the strings allowed)."""
+    value = table.value
+    entries = (
+        list(zip(value.keys, value.values, strict=True)) if isinstance(value, ast.Dict) else []
+    )
+    if not isinstance(value, ast.Dict) or not all(
+        isinstance(k, ast.Constant)
+        and isinstance(k.value, str)
+        and isinstance(v, ast.Constant)
+        and isinstance(v.value, str)
+        for k, v in entries
+    ):
+        return [
+            f"R4 {where}:{table.lineno}: {MOVED_TABLE} must be a literal dict of names to modules"
+        ], set()
+    problems = []
+    for key, target in entries:
+        assert isinstance(key, ast.Constant) and isinstance(target, ast.Constant)
+        name, module = key.value, target.value
+        if not (_names_supervisors(module) and module in modules):
+            problems.append(
+                f"R4 {where}:{target.lineno}: {MOVED_TABLE} sends {name} to {module}, "
+                "which is not a module of supervisors"
+            )
+        elif name not in (literal_all(modules[module]) or ()):
+            problems.append(
+                f"R4 {where}:{target.lineno}: {MOVED_TABLE} sends {name} to {module}, "
+                f"which does not list it in {module}.__all__"
+            )
+    return problems, {id(v) for _, v in entries}
+
+
+def _is_dynamic_import(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name in DYNAMIC_IMPORTS
+
+
+def _reads_table(node: ast.Call) -> bool:
+    return any(
+        isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and a.value.id == MOVED_TABLE
+        for a in node.args
+    )
+
+
+def string_imports_of_supervisors(root: Path) -> list[str]:
+    """R4."""
+    modules = module_files(root)
+    problems = []
+    for source, path in modules.items():
+        if not _in(source, "actors"):
+            continue
+        where = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+        table = moved_table(tree)
+        allowed: set[int] = set()
+        if table is not None:
+            found, allowed = _table_problems(where, table, modules)
+            problems += found
+        getattr_calls = {
+            id(call)
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for call in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and _names_supervisors(node.value):
+                if id(node) not in allowed:
+                    problems.append(
+                        f"R4 {where}:{node.lineno}: {source} names {node.value} in a string "
+                        f"(actors/ may only in a {MOVED_TABLE} table)"
+                    )
+            elif _is_dynamic_import(node) and id(node) not in getattr_calls:
+                assert isinstance(node, ast.Call)
+                if _reads_table(node):
+                    problems.append(
+                        f"R4 {where}:{node.lineno}: {source} imports a {MOVED_TABLE} entry "
+                        "outside its module __getattr__"
+                    )
+    return sorted(problems)
+
+
 def own_package_imports(found: Iterable[Import], root: Path) -> list[str]:
     """Submodules importing their own package's ``__init__`` (see the module docstring)."""
     modules = module_files(root)
@@ -309,13 +440,15 @@ def cycle_violations(graph: Mapping[str, Iterable[str]]) -> list[str]:
 
 
 def violations(root: Path) -> list[str]:
-    """Every violation of every rule in the tree under ``root``: R1, R2, own package, R3."""
+    """Every violation of every rule in the tree under ``root``: R1, R2, own package, R3,
+    R4."""
     found = imports(root)
     return [
         *actors_importing_supervisors(found),
         *private_actors_imports(found, root),
         *own_package_imports(found, root),
         *cycle_violations(module_graph(root)),
+        *string_imports_of_supervisors(root),
     ]
 
 

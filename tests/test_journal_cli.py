@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.journal import open_journal
 from actors.journal.cli import main
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import open_runs
+from supervisors.runs import open_journal, open_runs
 from tests.journal_cli_app import BROKEN, GATED
 from tests.journal_helpers import copy_file
 

@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from actors import ActorError
-from actors.journal import checksum, open_journal
+from actors.journal import checksum
 from actors.testing import capture_events
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_runs
+from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_journal, open_runs
 from tests.journal_helpers import copy_file
 
 

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from actors import ActorError
-from actors.journal import MemoryStore, open_journal, record_of
+from actors.journal import MemoryStore, record_of
 from actors.providers import OpenAIProvider, ProviderConfig
 from actors.testing.chaos import chaos_server
 from actors.tools import NONE, Grants, ToolContext, ToolGroup, tool
@@ -26,7 +26,17 @@ from supervisors import (
     open_tree,
     tool_hosts,
 )
-from supervisors.runs import Agent, Approval, Edge, NodeContext, Runs, Step, Workflow, open_runs
+from supervisors.runs import (
+    Agent,
+    Approval,
+    Edge,
+    NodeContext,
+    Runs,
+    Step,
+    Workflow,
+    open_journal,
+    open_runs,
+)
 from tests.journal_helpers import FlakyStore, crashed, journalled
 from tests.runs_helpers import assert_well_formed, names, of
 

@@ -13,11 +13,11 @@ import trio
 
 from actors import ActorError
 from actors.events import JournalLeaseLost, JournalLeaseRenewFailed
-from actors.journal import open_journal, record_of
+from actors.journal import record_of
 from actors.journal.postgres import PostgresStore
 from actors.testing import capture_events
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import Edge, NodeContext, Step, Workflow, open_runs
+from supervisors.runs import Edge, NodeContext, Step, Workflow, open_journal, open_runs
 
 pytestmark = pytest.mark.timeout(60)
 CALLS: list[tuple[str, str]] = []  # (daemon, node) of every call

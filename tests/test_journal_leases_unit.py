@@ -1,4 +1,4 @@
-"""`actors.journal.Leases` on its own, against a store double and on virtual time: taking,
+"""`supervisors.runs.Leases` on its own, against a store double and on virtual time: taking,
 dropping, the fences a batch carries, halting the fenced runs, renewing."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from actors.events import (
     JournalLeaseLost,
     JournalLeaseRenewFailed,
 )
-from actors.journal import Entry, Leases, MemoryStore, open_journal
+from actors.journal import Entry, MemoryStore
 from actors.testing import capture_events
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import open_runs
+from supervisors.runs import Leases, open_journal, open_runs
 
 
 class Store:

@@ -440,9 +440,8 @@ async def test_a_halt_cancels_the_work_in_flight(autojump_clock: Any) -> None:
 
 
 async def test_runs_over_a_closed_journal_refuse_to_start(autojump_clock: Any) -> None:
-    from actors.journal import open_journal
     from supervisors import SupervisorSpec, open_tree
-    from supervisors.runs import open_runs
+    from supervisors.runs import open_journal, open_runs
 
     wf = chain(Effects(), "a")
     async with open_tree(SupervisorSpec()) as tree:

@@ -18,17 +18,16 @@ from actors.journal import (
     DEFAULT_PATH,
     Batch,
     Entry,
-    Journal,
     MemoryStore,
     RunHeader,
     SqliteStore,
     checksum,
     dumps,
     entry_of,
-    open_journal,
     record_of,
 )
 from actors.testing import capture_events
+from supervisors.runs import Journal, open_journal
 from tests.journal_helpers import FlakyStore
 
 

@@ -1,7 +1,7 @@
 """The layering rules hold on the real tree; the checker (tests/layering.py) catches each.
 
 ``actors/`` makes one attempt and classifies; ``supervisors/`` makes every decision. The
-rules (R1, R2, R3 and the own-package rule) are stated in :mod:`tests.layering`.
+rules (R1, R2, R3, R4 and the own-package rule) are stated in :mod:`tests.layering`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from tests.layering import (
     import_cycles,
     imports,
     module_graph,
+    moved_names,
     own_package_imports,
     private_actors_imports,
+    string_imports_of_supervisors,
     violations,
 )
 
@@ -51,6 +53,18 @@ def test_supervisors_import_only_public_actors_names() -> None:
 def test_no_module_imports_its_own_package_init() -> None:
     found = own_package_imports(imports(ROOT), ROOT)
     assert found == [], _report(found)
+
+
+def test_actors_name_supervisors_only_in_moved_tables() -> None:
+    found = string_imports_of_supervisors(ROOT)
+    assert found == [], _report(found)
+    # The one table there is: the journal's decisions moved to supervisors.runs (issue 26).
+    assert moved_names(ROOT) == {
+        "actors.journal": {
+            name: "supervisors.runs"
+            for name in ("DELAYS", "LEASE_TTL", "THRESHOLD", "Journal", "Leases", "open_journal")
+        }
+    }
 
 
 def test_no_import_cycles() -> None:
@@ -319,3 +333,106 @@ def test_cycles_are_listed_once_each_and_capped() -> None:
     found = cycle_violations(everything)
     assert len(found) == MAX_CYCLES + 1
     assert found[-1] == f"R3 stopped after {MAX_CYCLES} cycles"
+
+
+# --- R4: the only strings in actors/ naming supervisors are _MOVED tables -------------
+
+MOVED_INIT = """
+import importlib
+import warnings
+
+_MOVED = {"Policy": "supervisors.policy", "Tree": "supervisors"}
+
+
+def __getattr__(name):
+    if name not in _MOVED:
+        raise AttributeError(name)
+    warnings.warn(f"use {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(_MOVED[name]), name)
+"""
+SUPERVISORS = {
+    "supervisors/__init__.py": "from supervisors.tree import Tree\n__all__ = ['Tree']\n",
+    "supervisors/tree.py": "class Tree: ...\n",
+    "supervisors/policy.py": "class Policy: ...\n__all__ = ['Policy']\n",
+}
+
+
+def test_r4_a_moved_table_and_its_getattr_are_fine(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**SUPERVISORS, "actors/old/__init__.py": MOVED_INIT})
+    assert violations(root) == []
+    assert moved_names(root) == {
+        "actors.old": {"Policy": "supervisors.policy", "Tree": "supervisors"}
+    }
+    # Not an import statement: no edge, so no cycle through it.
+    assert module_graph(root)["actors.old"] == set()
+
+
+def test_r4_a_string_naming_supervisors_outside_a_table(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            **SUPERVISORS,
+            "actors/sneaky.py": """
+                import importlib
+
+                WHERE = "supervisors.policy"
+                \"\"\"A docstring that mentions supervisors.policy is prose, not a name.\"\"\"
+
+                def load():
+                    importlib.import_module("supervisors")
+                    return __import__(WHERE)
+            """,
+            "actors/other.py": "_TABLE = {'Tree': 'supervisors'}\n",
+        },
+    )
+    assert violations(root) == [
+        "R4 actors/other.py:1: actors.other names supervisors in a string "
+        "(actors/ may only in a _MOVED table)",
+        "R4 actors/sneaky.py:4: actors.sneaky names supervisors.policy in a string "
+        "(actors/ may only in a _MOVED table)",
+        "R4 actors/sneaky.py:8: actors.sneaky names supervisors in a string "
+        "(actors/ may only in a _MOVED table)",
+    ]
+
+
+def test_r4_a_table_must_be_literal_and_point_at_what_exports_the_name(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            **SUPERVISORS,
+            "actors/a.py": "_MOVED = dict(Tree='supervisors')\n",
+            "actors/b.py": """
+                _MOVED = {
+                    "Tree": "supervisors.tree",
+                    "Gone": "supervisors.gone",
+                    "Thing": "actors.core",
+                    "Policy": "supervisors.policy",
+                }
+            """,
+        },
+    )
+    assert violations(root) == [
+        "R4 actors/a.py:1: _MOVED must be a literal dict of names to modules",
+        "R4 actors/a.py:1: actors.a names supervisors in a string "
+        "(actors/ may only in a _MOVED table)",
+        "R4 actors/b.py:3: _MOVED sends Tree to supervisors.tree, "
+        "which does not list it in supervisors.tree.__all__",
+        "R4 actors/b.py:4: _MOVED sends Gone to supervisors.gone, "
+        "which is not a module of supervisors",
+        "R4 actors/b.py:5: _MOVED sends Thing to actors.core, which is not a module of supervisors",
+    ]
+
+
+def test_r4_a_table_entry_imported_outside_getattr(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            **SUPERVISORS,
+            "actors/old/__init__.py": MOVED_INIT
+            + "\ndef eager():\n    return importlib.import_module(_MOVED['Tree'])\n",
+        },
+    )
+    assert violations(root) == [
+        "R4 actors/old/__init__.py:15: actors.old imports a _MOVED entry outside its module "
+        "__getattr__"
+    ]

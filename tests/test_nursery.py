@@ -7,10 +7,10 @@ import trio
 from trio.testing import MockClock
 
 from actors import open_runtime
-from actors.journal import MemoryStore, open_journal
+from actors.journal import MemoryStore
 from actors.nursery import open_nursery_unwrapped
 from supervisors import SupervisorSpec, open_tree
-from supervisors.runs import open_runs
+from supervisors.runs import open_journal, open_runs
 
 
 class Boom(Exception):

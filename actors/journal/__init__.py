@@ -1,10 +1,14 @@
 """The run journal: every record of every run's event stream on disk, before anyone
 sees it; what recovery replays (docs/journal.md).
 
-* :func:`open_journal` / :class:`Journal` — the writer (group commit, degradation);
+* :class:`JournalWriter` and :func:`writing` — the writer (group commit, one attempt
+  per batch), asking a :class:`JournalSupervision` what to do after a failed write
+  (:class:`WriteFailed`, :class:`AfterWriteFailed`) and about leases; the journal
+  with the house's policy, and the way to open one, are
+  :class:`supervisors.runs.Journal` and :func:`supervisors.runs.open_journal`;
 * :class:`SqliteStore` — the default backend; :class:`MemoryStore` — in memory;
   :class:`PostgresStore` — PostgreSQL, shared by a fleet of daemons (extra
-  ``postgres``; runs owned through leases, :class:`Leases`, :class:`LeaseStore`);
+  ``postgres``; runs owned through leases, :class:`LeaseHolder`, :class:`LeaseStore`);
   :class:`JournalStore` — the protocol a backend implements (:class:`Batch`,
   :class:`RunHeader`, :class:`RunEnding`, :class:`Checkpoint`, :class:`RunRow`);
 * :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
@@ -14,9 +18,16 @@ sees it; what recovery replays (docs/journal.md).
 
 Recovery itself (replaying a run into a running engine) is
 :meth:`supervisors.runs.Runs.resume`.
+
+The names that moved to ``supervisors.runs`` (:data:`_MOVED`) still work from here,
+with a ``DeprecationWarning`` naming their new place.
 """
 
-from actors.journal.leases import Leases
+import importlib
+import warnings
+from typing import Any
+
+from actors.journal.leases import LeaseHolder, lease_lost
 from actors.journal.memory import MemoryStore
 from actors.journal.postgres import PostgresStore
 from actors.journal.records import (
@@ -39,41 +50,70 @@ from actors.journal.store import (
     RunHeader,
     RunRow,
 )
-from actors.journal.writer import (
-    DEFAULT_PATH,
-    DELAYS,
-    LEASE_TTL,
-    THRESHOLD,
-    Journal,
+from actors.journal.supervision import (
+    AfterWriteFailed,
     JournalOwner,
-    open_journal,
+    JournalSupervision,
+    Queued,
+    Read,
+    WriteFailed,
 )
+from actors.journal.writer import DEFAULT_PATH, JournalWriter, writing
 
 __all__ = [
     "DEFAULT_PATH",
-    "DELAYS",
-    "LEASE_TTL",
     "TERMINAL",
-    "THRESHOLD",
+    "AfterWriteFailed",
     "Batch",
     "Checkpoint",
     "Entry",
-    "Journal",
     "JournalOwner",
     "JournalStore",
+    "JournalSupervision",
+    "JournalWriter",
+    "LeaseHolder",
     "LeaseStore",
-    "Leases",
     "MemoryStore",
     "PostgresStore",
+    "Queued",
+    "Read",
     "RunEnding",
     "RunHeader",
     "RunRow",
     "SqliteStore",
+    "WriteFailed",
     "checksum",
     "corrupt",
     "dumps",
     "ends_run",
     "entry_of",
-    "open_journal",
+    "lease_lost",
     "record_of",
+    "writing",
 ]
+
+#: The names that moved out of ``actors.journal`` -> the module that has them now. The
+#: retry schedule, the halting and the leases' renewal and fencing are decisions, and
+#: decisions live in ``supervisors`` (docs/architecture.md). The only place ``actors``
+#: names ``supervisors`` (tests/layering.py, R4).
+_MOVED = {
+    "DELAYS": "supervisors.runs",
+    "LEASE_TTL": "supervisors.runs",
+    "THRESHOLD": "supervisors.runs",
+    "Journal": "supervisors.runs",
+    "Leases": "supervisors.runs",
+    "open_journal": "supervisors.runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A moved name, from its new module, with a ``DeprecationWarning``."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new = _MOVED[name]
+    warnings.warn(
+        f"actors.journal.{name} is deprecated: use {new}.{name}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED[name]), name)

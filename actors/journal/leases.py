@@ -1,11 +1,12 @@
-"""The runs one journal holds in a store with leases (several daemons on one database).
+"""The leases one journal holds in a store with leases (several daemons on one database):
+the mechanism (:class:`LeaseHolder`).
 
-A run is taken (:meth:`Leases.take`) before it runs or is resumed; the lease is renewed
-every ``ttl / 3`` seconds while it is held, and given up when the run ends here (it then
-expires on the store's clock; an ended run is never resumed anyway). Every write carries
-the fencing token of each run it writes for (:meth:`Leases.fences`): the store refuses
-the runs whose lease another daemon took, and the journal halts them here with
-``lease_lost``.
+A run is taken (:meth:`LeaseHolder.take`) before it runs or is resumed, and given up when
+the run ends here (it then expires on the store's clock; an ended run is never resumed
+anyway). Every write carries the fencing token of each run it writes for
+(:meth:`LeaseHolder.fences`): the store refuses the runs whose lease another daemon took.
+When the leases are renewed and what becomes of the runs fenced off are the journal's
+supervision's decisions (:class:`supervisors.runs.Leases`).
 """
 
 from __future__ import annotations
@@ -13,18 +14,13 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
-
-import trio
+from collections.abc import Iterable
 
 from actors.errors import ActorError, Code
-from actors.events import JournalLeaseGiveBackFailed, JournalLeaseLost, JournalLeaseRenewFailed
+from actors.events import JournalLeaseGiveBackFailed
 from actors.journal.store import LeaseStore
+from actors.journal.supervision import Read
 from actors.observe import emit
-
-Read = Callable[..., Awaitable[Any]]
-Item = TypeVar("Item")
 
 
 def lease_lost() -> ActorError:
@@ -34,8 +30,9 @@ def lease_lost() -> ActorError:
     )
 
 
-class Leases:
-    """The leases of one journal: its holder name and the token of each run it holds."""
+class LeaseHolder:
+    """The leases of one journal: its holder name and the token of each run it holds;
+    one store call per method, never retried."""
 
     def __init__(self, store: LeaseStore, ttl: float) -> None:
         self.store = store
@@ -80,39 +77,8 @@ class Leases:
         tokens = self.tokens
         return {run: (self.holder, tokens[run]) for run in runs if run in tokens}
 
-    def halt_fenced(self, batch: list[Item], fenced: frozenset[str]) -> list[Item]:
-        """Report and halt the runs the store fenced off (another daemon leased them):
-        each owner of an item of theirs gets ``lease_lost`` once. Returns the rest of
-        the batch (what was written). Items have ``entry`` and ``owner``."""
-        error = lease_lost()
-        for run_id in sorted(fenced):
-            emit(JournalLeaseLost(run_id=run_id, token=self.tokens.get(run_id, 0)))
-        halted: set[int] = set()
-        kept = []
-        for item in batch:
-            entry, owner = getattr(item, "entry", None), getattr(item, "owner", None)
-            if entry is None or entry.run_id not in fenced:
-                kept.append(item)
-            elif owner is not None and id(owner) not in halted:
-                halted.add(id(owner))
-                owner.halted(error)
-        return kept
-
-    async def renew_forever(self, read: Read) -> None:
-        """Renew the held leases every ``ttl / 3`` seconds; a failure is reported and
-        tried again at the next tick."""
-        interval = self.ttl / 3
-        while True:
-            await trio.sleep(interval)
-            if not self.tokens:
-                continue
-            try:
-                await read(self.store.renew_leases, self.holder, dict(self.tokens), self.ttl)
-            except Exception as exc:  # noqa: BLE001 - reported; the next tick retries
-                emit(
-                    JournalLeaseRenewFailed(
-                        runs=len(self.tokens),
-                        retry_in=interval,
-                        error=f"{type(exc).__name__}: {exc}"[:500],
-                    )
-                )
+    async def renew(self, read: Read) -> None:
+        """Renew every lease held, once (nothing to do when none is); the store's error
+        when it fails. When to renew is the supervision's decision."""
+        if self.tokens:
+            await read(self.store.renew_leases, self.holder, dict(self.tokens), self.ttl)

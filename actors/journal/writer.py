@@ -1,79 +1,58 @@
-"""The journal: one writer task that owns the store, group commit, degradation.
+"""The journal's writer: one task that owns the store, group commit — the mechanism.
 
-Appenders hand entries to :meth:`Journal.submit` (no wait) or :meth:`Journal.append`
-(waits until durable). The writer takes **everything queued** when it wakes and writes
-it in one transaction (:meth:`~actors.journal.store.JournalStore.write`, in a worker
-thread): concurrent runs' appends share one commit, and each is released — its owner's
-:meth:`JournalOwner.durable` called, its ``append`` returned — only once that commit
-returned. Entries are written in the order they were submitted.
+Appenders hand entries to :meth:`JournalWriter.submit` (no wait) or
+:meth:`JournalWriter.append` (waits until durable). The writer takes **everything
+queued** when it wakes and writes it in one transaction
+(:meth:`~actors.journal.store.JournalStore.write`, in the store thread): concurrent runs'
+appends share one commit, and each is released — its owner's :meth:`JournalOwner.durable
+<actors.journal.supervision.JournalOwner.durable>` called, its ``append`` returned —
+only once that commit returned. Entries are written in the order they were submitted.
 
 The writer is the journal's only user of the store, a single owner with a queue: an
 actor in the runtime's sense, but not an :class:`~actors.Actor` — a handler that takes
 one message at a time cannot take a whole queue into one commit.
 
-**Degradation.** A write that raises is retried with everything queued meanwhile after
-``delays[k]`` seconds, ``k`` the consecutive failures so far (2, 4, 6, then 6 …); each
-failure is a ``journal.append_failed`` warning. At ``threshold`` (3) consecutive
-failures the owners of every entry still waiting are halted
-(:meth:`JournalOwner.halted`, ``persistence_unavailable``; ``journal.unavailable``),
-and so is every owner whose entry arrives while the failures last; the writer keeps
-trying. Any success resets the count (``journal.recovered``). Nothing queued is
-dropped: an entry is written, or the process ends with it unwritten — and then it was
-never acknowledged.
+**One attempt, then ask.** A write that raises is counted (consecutive failures) and
+handed to the journal's supervision
+(:meth:`~actors.journal.supervision.JournalSupervision.after_write_failed`), which says
+how long to wait before writing it again — with everything queued meanwhile — and
+whether to halt its owners (``persistence_unavailable``; then every owner whose entry
+arrives while the failures last too). Any success resets the count
+(``journal.recovered``). Nothing queued is dropped: an entry is written, or the process
+ends with it unwritten — and then it was never acknowledged. The schedule and the
+threshold are :class:`supervisors.runs.Journal`'s (docs/journal.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 import attrs
 import trio
 
 from actors.errors import ActorError, Code
-from actors.events import JournalAppendFailed, JournalRecovered, JournalUnavailable
-from actors.journal.leases import Leases, lease_lost
+from actors.events import JournalRecovered
+from actors.journal.leases import LeaseHolder, lease_lost
 from actors.journal.records import Entry
-from actors.journal.sqlite import SqliteStore
-from actors.journal.store import (
-    Batch,
-    Checkpoint,
-    JournalStore,
-    LeaseStore,
-    RunEnding,
-    RunHeader,
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunEnding, RunHeader
+from actors.journal.supervision import (
+    JournalOwner,
+    JournalSupervision,
+    WriteFailed,
 )
 from actors.journal.thread import StoreThread
 from actors.journal.waiters import Waiters
 from actors.nursery import open_nursery_unwrapped
 from actors.observe import emit
 
-#: Seconds before the k-th retry of a failed write (the last one repeats).
-DELAYS: Final = (2.0, 4.0, 6.0)
-#: Consecutive failed writes that halt the runs waiting on them.
-THRESHOLD: Final = 3
-#: Seconds a run's lease lasts on a store with leases (renewed every third of it).
-LEASE_TTL: Final = 30.0
 #: The file a journal opened without a path uses (in the working directory).
 DEFAULT_PATH: Final = "runs.journal"
 
 T = TypeVar("T")
-
-
-class JournalOwner(Protocol):
-    """What submits entries (a run): told when they are durable, or that it must halt."""
-
-    def durable(self, seq: int) -> None:
-        """Every entry of this owner up to ``seq`` is durable."""
-        ...
-
-    def halted(self, error: ActorError) -> None:
-        """The journal cannot write this owner's entries (``persistence_unavailable``)."""
-        ...
 
 
 @attrs.define(slots=True)
@@ -85,50 +64,31 @@ class _Item:
     checkpoint: Checkpoint | None = None
 
 
-class Journal:
-    """The run journal over one store (see the module docstring); made by
-    :func:`open_journal`."""
+class JournalWriter:
+    """The journal's writer over one store (see the module docstring), asking
+    ``supervision`` what to do after a failed write and about ``leases`` (on a store with
+    leases). Its block is :func:`writing`; :func:`supervisors.runs.open_journal` makes
+    one with the house's policy (a :class:`supervisors.runs.Journal`)."""
 
     def __init__(
         self,
         store: JournalStore,
-        *,
-        delays: Sequence[float] = DELAYS,
-        threshold: int = THRESHOLD,
-        lease_ttl: float = LEASE_TTL,
+        supervision: JournalSupervision,
+        leases: LeaseHolder | None = None,
     ) -> None:
-        delays = tuple(delays)
-        if not delays or not all(
-            isinstance(d, int | float) and not isinstance(d, bool) and 0 <= d < float("inf")
-            for d in delays
-        ):
-            raise ActorError.from_code(
-                Code.INPUT_VALIDATION, "Journal: delays must be finite seconds >= 0, at least one"
-            )
-        if type(threshold) is not int or threshold < 1:
-            raise ActorError.from_code(
-                Code.INPUT_VALIDATION, "Journal: threshold must be an int >= 1"
-            )
-        if isinstance(lease_ttl, bool) or not (
-            isinstance(lease_ttl, int | float) and 0 < lease_ttl < float("inf")
-        ):
-            raise ActorError.from_code(
-                Code.INPUT_VALIDATION, "Journal: lease_ttl must be finite seconds > 0"
-            )
         self.store = store
         self._thread = StoreThread()  # the store's calls, unless it is inline
+        #: What decides after a failed write, and about the leases.
+        self.supervision = supervision
         #: The runs this journal leases, for a store several daemons write to.
-        self.leases = (
-            Leases(cast(LeaseStore, store), float(lease_ttl))
-            if getattr(store, "leases", False)
-            else None
-        )
+        self.leases = leases
         #: A store whose calls never block (``inline = True``) is called in the task.
         self._inline = bool(getattr(store, "inline", False))
-        self.delays = delays
-        self.threshold = threshold
         #: Consecutive failed writes (0 when the last one succeeded).
         self.failures = 0
+        #: The supervision halted the owners after the last failed write: those who
+        #: submit are halted at once until a write works.
+        self._halting = False
         self._queue: list[_Item] = []
         self._waiters = Waiters()
         self._wake = trio.Event()
@@ -200,18 +160,18 @@ class Journal:
         checkpoint: Checkpoint | None = None,
     ) -> None:
         """Queue ``entry`` (with what is stored alongside it); ``owner.durable`` is
-        called once it is durable. While the journal is failing past its threshold,
-        ``owner.halted`` is called at once too (the entry stays queued)."""
+        called once it is durable. While the journal's supervision halts the owners of
+        failed writes, ``owner.halted`` is called at once too (the entry stays queued)."""
         if self._closed:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal is closed")
         self._queue.append(_Item(entry, owner, header, ending, checkpoint))
         self._wake.set()
-        if self.failures >= self.threshold:
+        if self._halting:
             owner.halted(self._unavailable())
 
     async def append(self, entry: Entry) -> None:
         """Queue ``entry`` and wait until it is durable; ``persistence_unavailable``
-        when the write that takes it fails with the journal past its threshold (the
+        when the write that takes it fails and the supervision halts its owners (the
         entry stays queued); ``lease_lost`` when its run is leased here and another
         daemon took it over (the entry is not written)."""
         # The hot path (one append per record of every run): _wait inlined.
@@ -335,9 +295,9 @@ class Journal:
             if self.failures:
                 emit(JournalRecovered(failures=self.failures))
                 self.failures = 0
+                self._halting = False
             if fenced:
-                assert self.leases is not None  # only a store with leases fences
-                batch = self.leases.halt_fenced(batch, fenced)
+                batch = self.supervision.halt_fenced(batch, fenced)
                 for waiters in waiting:
                     waiters.fenced = fenced
             self._release(batch, waiting)
@@ -378,32 +338,30 @@ class Journal:
         return frozenset()
 
     async def _failed(self, batch: list[_Item], waiting: list[Waiters], exc: Exception) -> bool:
-        """Count and report a failed write, halt past the threshold, wait; ``True``
-        when the journal is closing and gives up."""
+        """Count a failed write, ask the supervision, halt if it says so, wait; ``True``
+        when the writer gives up (closing)."""
         self.failures += 1
-        delay = self.delays[min(self.failures, len(self.delays)) - 1]
-        runs = tuple(dict.fromkeys(i.entry.run_id for i in batch if i.entry is not None))
-        emit(
-            JournalAppendFailed(
+        then = self.supervision.after_write_failed(
+            WriteFailed(
                 failures=self.failures,
-                retry_in=delay,
                 entries=sum(i.entry is not None for i in batch),
-                runs=runs,
+                runs=tuple(dict.fromkeys(i.entry.run_id for i in batch if i.entry is not None)),
                 error=f"{type(exc).__name__}: {exc}"[:500],
+                exception=exc,
+                closing=self._closing,
             )
         )
-        if self.failures >= self.threshold:
+        self._halting = then.halt
+        if then.halt:
             error = self._unavailable()
-            if self.failures == self.threshold:
-                emit(JournalUnavailable(failures=self.failures, runs=runs))
             for item in batch:
                 if item.owner is not None:
                     item.owner.halted(error)
             for waiters in waiting:
                 waiters.release(False)  # they get the error; their entries stay queued
-            if self._closing:
-                return True
-        await trio.sleep(delay)
+        if then.give_up and self._closing:
+            return True
+        await trio.sleep(then.retry_in)
         return False
 
     def _release(self, batch: list[_Item], waiting: list[Waiters]) -> None:
@@ -418,47 +376,22 @@ class Journal:
 
 
 @asynccontextmanager
-async def open_journal(
-    store: JournalStore | str | Path = DEFAULT_PATH,
-    *,
-    delays: Sequence[float] = DELAYS,
-    threshold: int = THRESHOLD,
-    close_timeout: float = 10.0,
-    lease_ttl: float = LEASE_TTL,
-) -> AsyncIterator[Journal]:
-    """A :class:`Journal` over ``store`` (a store, or the path of a SQLite file: default
-    ``runs.journal`` in the working directory) with its writer running.
+async def writing(journal: JournalWriter, close_timeout: float) -> AsyncIterator[None]:
+    """``journal``'s writer running for the block, and its supervision's
+    :meth:`~actors.journal.supervision.JournalSupervision.keep_leases` alongside it.
 
     Leaving the block — normally, with an error or cancelled — writes what is queued
-    first (the runs' last records get in), for at most ``close_timeout`` seconds and
-    only while the store works (``threshold`` consecutive failures end it), then closes
-    the store. The writer is shielded from a cancel around the block for that reason.
-    ``lease_ttl``: on a store several daemons write to (PostgreSQL), how long a run's
-    lease lasts without renewal — how soon another daemon may take over the runs of one
-    that died.
-    """
-    if isinstance(close_timeout, bool) or not (
-        isinstance(close_timeout, int | float) and close_timeout >= 0
-    ):
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, "open_journal: close_timeout must be seconds >= 0"
-        )
-    if isinstance(store, str | Path):
-        store = await trio.to_thread.run_sync(SqliteStore, store)
-    try:
-        journal = Journal(store, delays=delays, threshold=threshold, lease_ttl=lease_ttl)
-    except BaseException:
-        store.close()
-        raise
+    first, for at most ``close_timeout`` seconds (seconds >= 0, not checked here) and
+    until the supervision gives up, then closes the store. The writer is shielded from a
+    cancel around the block for that reason. The store is closed whatever happens."""
     try:
         writer = trio.CancelScope(shield=True)
         stopped = trio.Event()
         async with open_nursery_unwrapped() as nursery:
             nursery.start_soon(journal._run, writer, stopped)
-            if journal.leases is not None:
-                nursery.start_soon(journal.leases.renew_forever, journal.read)
+            nursery.start_soon(journal.supervision.keep_leases, journal.read)
             try:
-                yield journal
+                yield
             finally:
                 journal._closing = True
                 journal._wake.set()
@@ -469,4 +402,4 @@ async def open_journal(
                 journal._closed = True
     finally:
         journal._thread.close()
-        store.close()
+        journal.store.close()

@@ -2,7 +2,7 @@
 its halt, and what recovery reads back (:func:`recovered`).
 
 :class:`RunJournal` sits between a :class:`~supervisors.runs.run.Run` and the
-:class:`~actors.journal.Journal`: each record the run publishes is folded into the run's
+:class:`~supervisors.runs.Journal`: each record the run publishes is folded into the run's
 :class:`~supervisors.runs.progress.Progress`, submitted, and delivered to the run's
 stream, hooks and log only once it is durable — in ``seq`` order. A ``node:completed``
 carries a checkpoint (the progress after it); ``run:started`` the run's header (its
@@ -33,7 +33,6 @@ from actors.journal import (
     TERMINAL,
     Checkpoint,
     Entry,
-    Journal,
     RunEnding,
     RunHeader,
     RunRow,
@@ -47,6 +46,7 @@ from actors.journal import (
 from supervisors.budget import BudgetLimits
 from supervisors.runs.conditions import Condition
 from supervisors.runs.graph import Workflow
+from supervisors.runs.journal.journal import Journal
 from supervisors.runs.progress import Progress
 
 

@@ -88,7 +88,7 @@ class Launcher:
     async def launch(self, run: Run, plan: Plan, budget: Budget, resume: Progress | None) -> Run:
         """Start the run's supervisor and its engine. A journalled run has been taken on
         its journal by the caller (:meth:`Journal.acquire
-        <actors.journal.Journal.acquire>`); if the launch fails, it is given back.
+        <actors.journal.JournalWriter.acquire>`); if the launch fails, it is given back.
         ``actor_stopped`` when intake stopped meanwhile; a caller cancelled here gets
         ``trio.Cancelled`` and the run is cancelled with the cancel's reason."""
         run_id = run.run_id

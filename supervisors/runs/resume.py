@@ -19,10 +19,11 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import JournalAdoptFailed, RunNotResumed
-from actors.journal import Journal, Leases
 from actors.lowlevel import emit
 from supervisors.budget import Budget, Price
 from supervisors.runs.graph import Workflow
+from supervisors.runs.journal.journal import Journal
+from supervisors.runs.journal.policy import Leases
 from supervisors.runs.journaled import RunJournal, recovered
 from supervisors.runs.launch import Launcher
 from supervisors.runs.plan import Plan

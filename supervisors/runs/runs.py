@@ -25,12 +25,13 @@ from typing import Any
 import trio
 
 from actors import ActorError, Code
-from actors.journal import Journal, RunHeader, dumps
+from actors.journal import RunHeader, dumps
 from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
 from supervisors.budget import Budget, BudgetLimits, Price
 from supervisors.policy import STOP_ON_ANY_CRASH
 from supervisors.pool import ProviderPool
 from supervisors.runs.graph import Workflow
+from supervisors.runs.journal.journal import Journal
 from supervisors.runs.journaled import RunJournal, definition_of, limits_json
 from supervisors.runs.launch import Launcher, terminate
 from supervisors.runs.plan import inputs_of
