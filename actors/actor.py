@@ -374,3 +374,9 @@ class ActorRef:
         if timeout is not None:
             timeout = seconds(timeout)
         await self._address.stop(reason, timeout)
+
+
+def address_of(ref: ActorRef) -> ActorAddress:
+    """The slot behind ``ref`` (what :func:`actors.lowlevel.cell_of` narrows to the cell
+    a supervisor drives)."""
+    return ref._address

@@ -12,7 +12,7 @@ The two protocols around a slot are here too, for fakes and alternative runtimes
 :class:`CellHost` what a slot needs of its runtime.
 """
 
-from actors.actor import DEFAULT_CALL_TIMEOUT, ActorAddress, ActorRef, CellState
+from actors.actor import DEFAULT_CALL_TIMEOUT, ActorAddress, ActorRef, CellState, address_of
 from actors.cell import ActorCell, CellHost, Supervision
 from actors.cleanup import DEFAULT_CLEANUP_BUDGET
 from actors.errors import (
@@ -33,7 +33,7 @@ def cell_of(ref: ActorRef) -> ActorCell:
     addresses something else (a fake :class:`ActorAddress` in a test)."""
     if not isinstance(ref, ActorRef):
         raise TypeError(f"cell_of() takes an ActorRef, not {type(ref).__name__}")
-    address = ref._address
+    address = address_of(ref)
     if not isinstance(address, ActorCell):
         raise TypeError(f"{ref!r} is not backed by an ActorCell but {type(address).__name__}")
     return address

@@ -1,27 +1,12 @@
 """Supervisor trees: OTP semantics, directives by error class, cancellation always wins.
 
-``docs/supervision.md`` is the specification; this docstring is its summary.
-
-* Children start in order, each once the previous one's ``on_start`` returned; a crash
-  is decided in the child's own task (:meth:`Supervisor.after_crash`, the policy via
-  :class:`Decider`) and carried out here, one exit at a time: ``resume``, ``restart``
-  (counted in the intensity window, per strategy, after the backoff), ``stop``,
-  ``escalate`` (shut down, fail with the child's error), ``abort`` (the whole tree, at
-  the decision). Shutdown goes in reverse start order, graceful, then a kill.
-* **Cancellation wins**: once an abort or a shutdown is under way for a subtree — or a
-  trio scope around the tree was cancelled (:meth:`Supervisor.note_cancel`, decided by
-  :meth:`CancelState.note` alone) — anything that escapes an actor inside it is
-  ``cancelled`` (reason kept, the failure as cause, ``error.suppressed``); no policy
-  runs and nothing restarts or starts. A tree cancelled for good (aborted, or from
-  around) answers every later call ``cancelled`` at once.
-
-The parts, along OTP's ``supervisor.erl`` seams: the restart-intensity window
-(:mod:`supervisors.intensity`, pure), the strategy tables (:mod:`supervisors.strategy`,
-pure), the children and their one-field states (:mod:`supervisors.children`), the
-incarnation tasks and the exit queue (:mod:`supervisors.incarnation`), the decision on a
-failure (:mod:`supervisors.decision`) and the subtree's cancel
-(:mod:`supervisors.cancel`). :class:`Supervisor` keeps the public API and the loop: it
-handles one exit at a time, looks up what it means, and carries it out.
+``docs/supervision.md`` is the specification. The parts, along OTP's ``supervisor.erl``
+seams: :mod:`supervisors.intensity` (the restart window), :mod:`supervisors.strategy`
+(the tables), :mod:`supervisors.children` (one-field states), :mod:`supervisors.incarnation`
+(incarnation tasks, the exit queue), :mod:`supervisors.decision` (the policy on a failure)
+and :mod:`supervisors.cancel` (the subtree's cancel: whether a scope *around* the tree
+was cancelled is decided there alone). :class:`Supervisor` keeps the public API and the
+loop: it handles one exit at a time, looks up what it means, and carries it out.
 """
 
 from __future__ import annotations

@@ -22,12 +22,11 @@ OVER_THE_LIMIT = frozenset(
     {
         "actors/tools/schema.py",
         "supervisors/runs/engine.py",
-        "supervisors/spec.py",
-        "supervisors/state/redis.py",
+        "supervisors/supervisor.py",
     }
 )
 #: Class names still defined twice, each to be renamed; the list may only shrink.
-TWICE = frozenset({"Attempt", "Entry", "Run"})
+TWICE = frozenset({"Run"})
 
 
 def _modules() -> list[Path]:

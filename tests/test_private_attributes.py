@@ -46,9 +46,12 @@ def owners(sources: dict[str, ast.Module]) -> dict[str, set[str]]:
                 ):
                     found[node.attr].add(module)
             for stmt in cls.body:  # class-level declarations (attrs fields, slots)
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                    if _private(stmt.target.id):
-                        found[stmt.target.id].add(module)
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and _private(stmt.target.id)
+                ):
+                    found[stmt.target.id].add(module)
     return found
 
 

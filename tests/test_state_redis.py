@@ -239,13 +239,22 @@ async def test_namespaces_keep_fleets_apart(replica: Open) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"replicas": 0}, r"replicas must be an integer >= 1, not 0"),
-        ({"replicas": True}, r"replicas must be an integer >= 1, not True"),
-        ({"replicas": 2.0}, r"replicas must be an integer >= 1, not 2.0"),
-        ({"replicas": 2, "timeout": math.nan}, r"timeout must be finite seconds > 0, not nan"),
-        ({"replicas": 2, "timeout": 0}, r"timeout must be finite seconds > 0, not 0"),
-        ({"replicas": 2, "retry_interval": -1}, r"retry_interval must be finite seconds > 0"),
-        ({"replicas": 2, "usage_ttl": math.inf}, r"usage_ttl must be finite seconds > 0"),
+        ({"replicas": 0}, r"replicas must be an integer >= 1, got 0"),
+        ({"replicas": True}, r"replicas must be an integer >= 1, got True"),
+        ({"replicas": 2.0}, r"replicas must be an integer >= 1, got 2.0"),
+        (
+            {"replicas": 2, "timeout": math.nan},
+            r"timeout must be a finite number of seconds > 0, got nan",
+        ),
+        ({"replicas": 2, "timeout": 0}, r"timeout must be a finite number of seconds > 0, got 0"),
+        (
+            {"replicas": 2, "retry_interval": -1},
+            r"retry_interval must be a finite number of seconds > 0",
+        ),
+        (
+            {"replicas": 2, "usage_ttl": math.inf},
+            r"usage_ttl must be a finite number of seconds > 0",
+        ),
         ({"replicas": 2, "namespace": ""}, r"namespace must be a non-empty string"),
         ({"replicas": 2, "namespace": "a{b}"}, r"namespace must be a non-empty string without"),
     ],

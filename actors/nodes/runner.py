@@ -1,7 +1,7 @@
 """The node runner: an actor that runs one attempt of a node at a time and answers its
 outcome as a value.
 
-A runner gets :class:`Attempt` messages (``await fn(arg)``, within ``timeout`` seconds
+A runner gets :class:`NodeCall` messages (``await fn(arg)``, within ``timeout`` seconds
 when one is set) and answers what ``fn`` returned, or the classified error it raised
 or returned (:func:`actors.errors.normalize`: a returned ``fail(...)`` and a raised
 error are the same error; an exception nothing classifies is ``internal``, logged as
@@ -31,7 +31,7 @@ from actors.events import ErrorSuppressed
 from actors.observe import emit
 
 
-class Attempt(NamedTuple):
+class NodeCall(NamedTuple):
     """One attempt of a node: ``await fn(arg)``; ``node_id`` names it in errors."""
 
     fn: Callable[[Any], Awaitable[Any]]
@@ -41,7 +41,7 @@ class Attempt(NamedTuple):
 
 
 class NodeRunner(Actor):
-    """Runs :class:`Attempt` messages inline, one at a time (see the module docstring)."""
+    """Runs :class:`NodeCall` messages inline, one at a time (see the module docstring)."""
 
     async def handle(self, message: Any) -> Any:
         fn, arg, node_id, timeout = message

@@ -50,7 +50,7 @@ from actors.events import (
     ToolCalled,
 )
 from actors.lowlevel import cancel_in_effect, cancellation_reason
-from actors.nodes import Attempt
+from actors.nodes import NodeCall
 from supervisors.breaker import Admission, Breaker
 from supervisors.budget import Budget, Dimension
 from supervisors.runs.commit import outcome_of
@@ -462,7 +462,7 @@ class Engine:
         if isinstance(node, Approval):
             self.node_started(ctx)
             return await self.run.wait_approval(node)
-        value, failure = await self.runners.send(Attempt(run_attempt, ctx, node.id, node.timeout))
+        value, failure = await self.runners.send(NodeCall(run_attempt, ctx, node.id, node.timeout))
         if failure is not None:
             value = normalize(failure)
         if isinstance(value, ActorError) and value.code is not Code.CANCELLED:

@@ -29,7 +29,6 @@ at their TTL and buckets refill at their rate (a bucket's key expires once full)
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import secrets
@@ -42,7 +41,7 @@ import trio
 from actors import ActorError, Code
 from actors.events import StateDegraded, StateRecovered
 from actors.lowlevel import emit
-from supervisors.state import redis_scripts as lua
+from supervisors.checks import int_at_least, positive_finite
 from supervisors.state.base import (
     BreakerSnapshot,
     BreakerState,
@@ -52,6 +51,7 @@ from supervisors.state.base import (
     Transition,
 )
 from supervisors.state.memory import MemoryState
+from supervisors.state.redis_calls import Keys, ScriptCalls, totals
 
 DEFAULT_TIMEOUT: Final = 0.5
 DEFAULT_RETRY_INTERVAL: Final = 1.0
@@ -59,22 +59,14 @@ DEFAULT_USAGE_TTL: Final = 7 * 24 * 3600
 #: Runs whose budget totals a replica remembers for degraded mode (least recently used
 #: forgotten first): a long-lived daemon's memory stays bounded.
 _USAGE_KEPT: Final = 10_000
-_SUFFIXES: Final = (":requests", ":tokens")
-_TRANSIENT: Final = (OSError, EOFError)
 
 
 def positive(name: str, value: object, *, integer: bool = False) -> None:
-    kinds: Any = int if integer else (int, float)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kinds)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        kind = "an integer >= 1" if integer else "finite seconds > 0"
-        raise ActorError.from_code(
-            Code.CONFIG_INVALID, f"redis state: {name} must be {kind}, not {value!r}"
-        )
+    """``config_invalid`` naming ``name`` unless ``value`` is finite seconds > 0 (with
+    ``integer``: an integer >= 1), by the checks every config uses."""
+    problem = (int_at_least(1) if integer else positive_finite)(value)
+    if problem is not None:
+        raise ActorError.from_code(Code.CONFIG_INVALID, f"redis state: {name} {problem}")
 
 
 class RedisState(StateBackend):
@@ -113,12 +105,8 @@ class RedisState(StateBackend):
         self.usage_ttl = math.ceil(usage_ttl)
         #: This replica's name as a probe-lease holder.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        # name -> (source, SHA1): run with EVALSHA, loaded on the first NOSCRIPT (a new or
-        # restarted server, a flushed script cache).
-        self._scripts = {
-            name: (getattr(lua, name), hashlib.sha1(getattr(lua, name).encode()).hexdigest())
-            for name in lua.NAMES
-        }
+        self._calls = ScriptCalls(client, self.timeout)
+        self._keys = Keys(namespace)
         self.local = MemoryState()  # degraded mode's state
         self.degraded = False
         self._degraded_at = 0.0
@@ -135,19 +123,6 @@ class RedisState(StateBackend):
 
     # --- keys ------------------------------------------------------------------------
 
-    def _breaker_key(self, key: str) -> str:
-        return f"{self.namespace}:{{{key}}}:breaker"
-
-    def _bucket_key(self, bucket: str) -> str:
-        for suffix in _SUFFIXES:
-            if bucket.endswith(suffix):
-                return f"{self.namespace}:{{{bucket[: -len(suffix)]}}}:{suffix[1:]}"
-        return f"{self.namespace}:{{{bucket}}}:bucket"
-
-    def _usage_keys(self, run_id: str) -> list[str]:
-        tag = f"{self.namespace}:{{run:{run_id}}}"
-        return [f"{tag}:usage", f"{tag}:applied"]
-
     def _increment_id(self) -> str:
         self._increments += 1
         return f"{self.holder}:{self._increments}"
@@ -163,32 +138,11 @@ class RedisState(StateBackend):
         if self.degraded:
             await trio.lowlevel.cancel_shielded_checkpoint()  # see ``reserve_yields``
             return None
-        answered, reply = await self._bounded(self._run, script, keys, args)
+        answered, reply = await self._calls.bounded(self._calls.run, script, keys, args)
         if answered:
             return reply
         self._degrade(operation, reply)
         return None
-
-    async def _bounded(self, fn: Any, *args: Any) -> tuple[bool, Any]:
-        """``fn(*args)`` shielded and bounded by ``timeout``: ``(True, its result)``, or
-        ``(False, what went wrong)`` — the exception's type and text, or ``"timeout"``."""
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + self.timeout):
-            try:
-                return True, await fn(*args)
-            except _redis_errors() as exc:
-                return False, f"{type(exc).__name__}: {exc}"
-        return False, "timeout"
-
-    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """``EVALSHA``; on ``NOSCRIPT``, load the script and run it again (once)."""
-        source, sha = self._scripts[script]
-        try:
-            return await self.client.evalsha(sha, keys=keys, args=args)
-        except _no_script() as exc:
-            loaded = await self.client.script_load(source)
-            if loaded != sha:  # pragma: no cover - a server hashing otherwise
-                raise RuntimeError(f"Redis loaded {script} as {loaded}, not {sha}") from exc
-            return await self.client.evalsha(sha, keys=keys, args=args)
 
     def _degrade(self, operation: str, error: str) -> None:
         if self.degraded:
@@ -237,7 +191,7 @@ class RedisState(StateBackend):
                     )
 
     async def _reachable(self) -> bool:
-        answered, _ = await self._bounded(self.client.ping)
+        answered, _ = await self._calls.bounded(self.client.ping)
         return answered
 
     async def _merge_usage(self) -> int | None:
@@ -250,7 +204,7 @@ class RedisState(StateBackend):
                 reply = await self._add_usage(run_id, *increments[0])
                 if reply is None:
                     return None
-                self._seen(run_id, _totals(reply))
+                self._seen(run_id, totals(reply))
                 increments.pop(0)
             del self._pending[run_id]
         return len(runs)
@@ -260,8 +214,8 @@ class RedisState(StateBackend):
     ) -> Any:
         """One increment, sent directly (also while degraded); ``None`` on failure."""
         args = [tokens, repr(cost), turns, self.usage_ttl, increment]
-        answered, reply = await self._bounded(
-            self._run, "ADD_USAGE", self._usage_keys(run_id), args
+        answered, reply = await self._calls.bounded(
+            self._calls.run, "ADD_USAGE", self._keys.usage(run_id), args
         )
         return reply if answered else None
 
@@ -271,7 +225,7 @@ class RedisState(StateBackend):
         reply = await self._call(
             "breaker_admit",
             "BREAKER_ADMIT",
-            [self._breaker_key(key)],
+            [self._keys.breaker(key)],
             [repr(lease_ttl), self.holder],
         )
         if reply is None:
@@ -307,7 +261,7 @@ class RedisState(StateBackend):
         reply = await self._call(
             "breaker_success",
             "BREAKER_SUCCESS",
-            [self._breaker_key(key)],
+            [self._keys.breaker(key)],
             [int(probe), success_threshold, self.holder],
         )
         if reply is None:
@@ -336,7 +290,7 @@ class RedisState(StateBackend):
             reply = await self._call(
                 "breaker_failure",
                 "BREAKER_FAILURE",
-                [self._breaker_key(key)],
+                [self._keys.breaker(key)],
                 [
                     int(probe),
                     code,
@@ -369,12 +323,12 @@ class RedisState(StateBackend):
             await self.local.breaker_release(key, probe=True)
         elif probe:
             await self._call(
-                "breaker_release", "BREAKER_RELEASE", [self._breaker_key(key)], [self.holder]
+                "breaker_release", "BREAKER_RELEASE", [self._keys.breaker(key)], [self.holder]
             )
 
     async def breaker_reset(self, key: str) -> Transition | None:
         local = await self.local.breaker_reset(key)
-        reply = await self._call("breaker_reset", "BREAKER_RESET", [self._breaker_key(key)], [])
+        reply = await self._call("breaker_reset", "BREAKER_RESET", [self._keys.breaker(key)], [])
         if reply is None:
             return local
         if not reply or reply == "closed":
@@ -384,7 +338,7 @@ class RedisState(StateBackend):
     async def breaker_state(self, key: str, *, now: float) -> BreakerState:
         if self.degraded:
             return await self.local.breaker_state(key, now=now)
-        answered, state = await self._bounded(self.client.hget, self._breaker_key(key), "st")
+        answered, state = await self._calls.bounded(self.client.hget, self._keys.breaker(key), "st")
         if not answered:
             self._degrade("breaker_state", state)
             return await self.local.breaker_state(key, now=now)
@@ -405,7 +359,7 @@ class RedisState(StateBackend):
             known = cache.get((bucket, spec))
             if known is None:
                 known = cache[bucket, spec] = (
-                    self._bucket_key(bucket),
+                    self._keys.bucket(bucket),
                     repr(spec.capacity),
                     repr(spec.rate),
                 )
@@ -452,11 +406,11 @@ class RedisState(StateBackend):
         reply = await self._call(
             "add_usage",
             "ADD_USAGE",
-            self._usage_keys(run_id),
+            self._keys.usage(run_id),
             [tokens, repr(cost), turns, self.usage_ttl, increment],
         )
         if reply is not None:
-            return self._seen(run_id, _totals(reply))
+            return self._seen(run_id, totals(reply))
         # Not known to be applied (refused, or no answer in time): counted here, and sent
         # again with the same id on recovery — applied once either way.
         self._pending.setdefault(run_id, []).append((increment, tokens, cost, turns))
@@ -481,19 +435,3 @@ def _finite(name: str, value: float) -> None:
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, f"redis state: {name} must be finite, not {value!r}"
         )
-
-
-def _totals(reply: Sequence[Any]) -> tuple[int, float, int]:
-    return int(reply[0]), float(reply[1]), int(reply[2])
-
-
-def _no_script() -> type[BaseException]:
-    import coredis.exceptions
-
-    return coredis.exceptions.NoScriptError
-
-
-def _redis_errors() -> tuple[type[BaseException], ...]:
-    import coredis.exceptions
-
-    return (coredis.exceptions.RedisError, *_TRANSIENT)

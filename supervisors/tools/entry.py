@@ -68,7 +68,7 @@ class Workers:
 
 
 @attrs.define
-class Entry:
+class ToolEntry:
     """One callable tool: where it runs and how it is checked and retried."""
 
     info: ToolInfo
@@ -78,7 +78,7 @@ class Entry:
     input: Checker
     output: Checker | None
     retry: RetryPolicy | None
-    fallback: Entry | None = None
+    fallback: ToolEntry | None = None
 
 
 class Call(NamedTuple):
@@ -95,7 +95,7 @@ class Call(NamedTuple):
     node_id: str | None
 
 
-def failure_of(exc: Exception, entry: Entry, name: str, attempt: int) -> ActorError:
+def failure_of(exc: Exception, entry: ToolEntry, name: str, attempt: int) -> ActorError:
     error = classify(exc)
     if error.code is Code.TOOL_NOT_FOUND:
         # Registered here, unknown to its host: a host/configuration gap.
@@ -150,15 +150,15 @@ def retry_delay(
     return delay
 
 
-def result_of(entry: Entry, name: str, reply: Any, attempt: int, key: str) -> ToolResult:
+def result_of(entry: ToolEntry, name: str, reply: Any, attempt: int, key: str) -> ToolResult:
     value, errors = (reply.payload, reply.errors) if isinstance(reply, Partial) else (reply, ())
     if entry.output is not None:
         entry.output.check(value, code=Code.OUTPUT_VALIDATION, tool=name)
     return ToolResult(name, value, errors, attempt, key)
 
 
-def make_entry(info: ToolInfo, workers: Workers | None, source: str, retry: Any) -> Entry:
-    return Entry(
+def make_entry(info: ToolInfo, workers: Workers | None, source: str, retry: Any) -> ToolEntry:
+    return ToolEntry(
         info,
         workers,
         source,

@@ -52,7 +52,7 @@ from actors.tools import (
 from supervisors.retry import RetryPolicy
 from supervisors.tools.entry import (
     Call,
-    Entry,
+    ToolEntry,
     Workers,
     bad_call,
     config_error,
@@ -99,7 +99,7 @@ class Tools:
             raise config_error("grants", "a Grants", grants)
         self.grants = grants
         self.fallback = fallback
-        self._builtin: dict[str, Entry] = {}
+        self._builtin: dict[str, ToolEntry] = {}
         for group, refs in groups:
             if not isinstance(group, ToolGroup):
                 raise config_error("groups", "(ToolGroup, refs) pairs", group)
@@ -120,9 +120,9 @@ class Tools:
             raise config_error("mcp_retry", "a RetryPolicy or None", mcp_retry)
         self.mcp_retry = mcp_retry
         self._mcp_hosts = list(mcp)
-        self._mcp: dict[str, Entry] = {}
+        self._mcp: dict[str, ToolEntry] = {}
         self._unlisted = {name for name, _ in self._mcp_hosts}
-        self._entries: dict[str, Entry] = {}
+        self._entries: dict[str, ToolEntry] = {}
         self._merge()
 
     @classmethod
@@ -276,7 +276,7 @@ class Tools:
         await self.refresh()
         return await self._attempts(self._checked(self._entries.get(call.name), call), call, None)
 
-    def _checked(self, entry: Entry | None, call: Call) -> Entry:
+    def _checked(self, entry: ToolEntry | None, call: Call) -> ToolEntry:
         """``entry`` when ``call`` may go to it: found, granted, its arguments valid."""
         try:
             if entry is None:
@@ -292,7 +292,7 @@ class Tools:
 
     async def _first(
         self,
-        entry: Entry,
+        entry: ToolEntry,
         workers: Workers,
         name: str,
         arguments: dict[str, Any],
@@ -324,7 +324,7 @@ class Tools:
             emit(ToolCallFailed(tool=name, code=str(error.code), attempts=1, key=key))
             raise
 
-    async def _attempts(self, entry: Entry, call: Call, first: Exception | None) -> ToolResult:
+    async def _attempts(self, entry: ToolEntry, call: Call, first: Exception | None) -> ToolResult:
         """The attempts of ``call`` on ``entry``'s workers (see the module docstring): one
         coroutine, the retry loop inside the call's timeout scope (none without one).
         ``first``: how a first attempt made by :meth:`_first` failed."""
