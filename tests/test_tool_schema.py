@@ -18,9 +18,8 @@ import jsonschema.exceptions
 import pytest
 
 from actors import ActorError, Code
+from actors.tools.checker import Checker, compile_schema
 from actors.tools.schema import (
-    Checker,
-    compile_schema,
     output_schema_from_function,
     schema_from_function,
     schema_from_type,

@@ -14,6 +14,7 @@ The front door that checks grants and schemas, retries and audits is
 :class:`supervisors.Tools` (docs/tools.md).
 """
 
+from actors.tools.checker import Checker, compile_schema
 from actors.tools.define import (
     ItemError,
     Partial,
@@ -28,12 +29,7 @@ from actors.tools.facing import for_model
 from actors.tools.grants import ALL, NONE, Grants, denied
 from actors.tools.host import ListTools, RunTool, ToolHost, ToolInfo, info_of
 from actors.tools.mcp import McpHost, McpServer
-from actors.tools.schema import (
-    Checker,
-    compile_schema,
-    schema_from_function,
-    schema_from_type,
-)
+from actors.tools.schema import schema_from_function, schema_from_type
 
 __all__ = [
     "ALL",

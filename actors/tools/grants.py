@@ -27,7 +27,7 @@ import trio
 
 from actors.codes import Code
 from actors.error_types import ActorError
-from actors.tools.schema import Checker, compile_schema
+from actors.tools.checker import Checker, compile_schema
 
 #: A predicate over a call's arguments: ``True`` (exactly) to allow it.
 Constraint = Callable[[Mapping[str, Any]], bool]

@@ -1,4 +1,4 @@
-"""JSON Schemas (draft 2020-12) for tool functions, a compiled checker, and structuring.
+"""JSON Schemas (draft 2020-12) for tool functions, and structuring.
 
 - :func:`schema_from_function` — the input schema of a tool function from its annotations
   (``typing.get_type_hints``, so ``from __future__ import annotations`` works; names must
@@ -16,13 +16,8 @@
   not, is ``config_invalid`` (no ``$defs``); so is any other type, named in the message.
 - :func:`output_schema_from_function` — the schema of the return annotation, ``None``
   when it is missing, ``Any`` or unsupported (the result is then not checked).
-- :func:`compile_schema` checks a schema against its metaschema once and returns a
-  :class:`Checker`; :meth:`Checker.check` raises the given code naming the JSON path of the
-  best-matching error and the failed keyword, never the checked value (jsonschema's own
-  messages embed it, so they are not used), the tool in the error's ``tool`` field.
-  Object keys do show (path segments, unexpected keys), clipped to 64 characters. A
-  ``bool`` is never an integer or number; ``1.0`` is an integer (the draft's rules).
-  ``format`` is not asserted. A ``false`` subschema's failure is reported at its parent.
+- the compiled checker of a schema (:func:`~actors.tools.checker.compile_schema`) is in
+  :mod:`actors.tools.checker`.
 - :func:`structure_arguments` turns validated JSON arguments into the annotated values
   (attrs instances, tuples, enums; ``int`` from ``1.0``; a ``Sequence[T]`` arrives as a
   tuple) with one cattrs converter; a union takes the first member whose schema accepts
@@ -33,12 +28,10 @@
 from __future__ import annotations
 
 import collections.abc
-import copy
 import enum
 import functools
 import inspect
 import json
-import re
 import types
 import typing
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -46,28 +39,16 @@ from typing import Annotated, Any, Final, Literal, Union
 
 import attrs
 import cattrs
-import jsonschema.exceptions
-import jsonschema_rs
-import referencing.exceptions
-from jsonschema import Draft202012Validator, validators
-from jsonschema.protocols import Validator
+from jsonschema import Draft202012Validator
 
 from actors.codes import Code
 from actors.error_types import ActorError
+from actors.tools.checker import config_error, names_shown
 
 _NONE, _EMPTY = type(None), inspect.Parameter.empty
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", _NONE: "null"}
 _ARRAYS = frozenset({list, collections.abc.Sequence, collections.abc.MutableSequence})
 _OBJECTS = frozenset({dict, collections.abc.Mapping, collections.abc.MutableMapping})
-_LIMITS = frozenset(
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-    | {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
-)
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def _config(where: str, text: str) -> ActorError:
-    return ActorError.from_code(Code.CONFIG_INVALID, f"{where}: {text}" if where else text)
 
 
 def _type_name(tp: Any) -> str:
@@ -82,7 +63,7 @@ def _hints(obj: Any, where: str) -> dict[str, Any]:
     try:
         return typing.get_type_hints(obj, include_extras=True)
     except (NameError, TypeError, AttributeError, SyntaxError) as err:
-        raise _config(where, f"annotations cannot be resolved ({type(err).__name__})") from err
+        raise config_error(where, f"annotations cannot be resolved ({type(err).__name__})") from err
 
 
 def _with_default(prop: dict[str, Any], default: Any) -> None:
@@ -138,12 +119,14 @@ def _schema(tp: Any, where: str, stack: tuple[type, ...]) -> dict[str, Any]:
         return {"anyOf": [_schema(arm, where, stack) for arm in args]}
     if origin is Literal:
         if not all(_json_scalar(v) for v in args):
-            raise _config(where, f"unsupported type {_type_name(tp)} (Literal of non-JSON)")
+            raise config_error(where, f"unsupported type {_type_name(tp)} (Literal of non-JSON)")
         return {"enum": list(args)}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         values = [member.value for member in tp]
         if not all(_json_scalar(v) for v in values):
-            raise _config(where, f"unsupported type {_type_name(tp)} (enum of non-JSON values)")
+            raise config_error(
+                where, f"unsupported type {_type_name(tp)} (enum of non-JSON values)"
+            )
         return {"enum": values}
     if isinstance(tp, type) and attrs.has(tp):
         return _attrs_schema(tp, where, stack)
@@ -153,10 +136,10 @@ def _schema(tp: Any, where: str, stack: tuple[type, ...]) -> dict[str, Any]:
         return _tuple_schema(tp, args, where, stack)
     if tp in _OBJECTS or origin in _OBJECTS:
         if args and args[0] is not str:
-            raise _config(where, f"unsupported type {_type_name(tp)} (keys must be str)")
+            raise config_error(where, f"unsupported type {_type_name(tp)} (keys must be str)")
         each = _schema(args[1], where, stack) if args else {}
         return {"type": "object", "additionalProperties": each}
-    raise _config(where, f"unsupported type {_type_name(tp)}")
+    raise config_error(where, f"unsupported type {_type_name(tp)}")
 
 
 def _tuple_schema(tp: Any, args: tuple[Any, ...], where: str, stack: Any) -> dict[str, Any]:
@@ -172,7 +155,7 @@ def _attrs_schema(cls: type, where: str, stack: tuple[type, ...]) -> dict[str, A
     name = cls.__qualname__
     if cls in stack:
         chain = " -> ".join(c.__qualname__ for c in (*stack, cls))
-        raise _config(where, f"unsupported type {name}: recursive attrs class ({chain})")
+        raise config_error(where, f"unsupported type {name}: recursive attrs class ({chain})")
     hints = _hints(cls, f"{where}, class {name}" if where else f"class {name}")
 
     def place(field: str) -> str:
@@ -182,7 +165,7 @@ def _attrs_schema(cls: type, where: str, stack: tuple[type, ...]) -> dict[str, A
     for field in (f for f in attrs.fields(cls) if f.init):
         hint = hints.get(field.name, field.type)
         if hint is None or isinstance(hint, str):
-            raise _config(place(field.name), "no annotation")
+            raise config_error(place(field.name), "no annotation")
         default = _EMPTY if field.default is attrs.NOTHING else field.default
         rows.append((field.name, hint, default))
     return _object(rows, place, (*stack, cls))
@@ -200,18 +183,18 @@ def _plan(fn: Callable[..., Any], skip: frozenset[str]) -> tuple[tuple[str, Any,
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as err:
-        raise _config(where, f"no signature ({type(err).__name__})") from err
+        raise config_error(where, f"no signature ({type(err).__name__})") from err
     hints = _hints(fn, where)
     plan = []
     for p in signature.parameters.values():
         if p.name in skip:
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise _config(where, f"parameter {p.name!r}: *args and **kwargs are not supported")
+            raise config_error(where, f"parameter {p.name!r}: *args and **kwargs are not supported")
         if p.kind is p.POSITIONAL_ONLY:
-            raise _config(where, f"parameter {p.name!r}: positional-only is not supported")
+            raise config_error(where, f"parameter {p.name!r}: positional-only is not supported")
         if p.name not in hints:
-            raise _config(where, f"parameter {p.name!r}: no annotation")
+            raise config_error(where, f"parameter {p.name!r}: no annotation")
         plan.append((p.name, hints[p.name], p.default))
     return tuple(plan)
 
@@ -245,152 +228,6 @@ def output_schema_from_function(fn: Callable[..., Any]) -> dict[str, Any] | None
         if err.code is Code.CONFIG_INVALID:
             return None  # an unsupported result type: the result is not checked
         raise
-
-
-# --- checking -------------------------------------------------------------------------
-
-
-def _clip(text: str, limit: int = 64) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(repr(_clip(str(n))) for n in names[:3])
-    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
-def _json_path(parts: Iterable[str | int]) -> str:
-    out = ["$"]
-    for part in parts:
-        if isinstance(part, int):
-            out.append(f"[{part}]")
-        elif _IDENT.match(part):
-            out.append("." + _clip(part))
-        else:
-            out.append(f"[{json.dumps(_clip(part))}]")
-    return "".join(out)
-
-
-def _json_type(value: object) -> str:
-    for python, name in ((bool, "boolean"), (int, "integer"), (float, "number")):
-        if isinstance(value, python):
-            return name
-    kinds = ((str, "string"), (_NONE, "null"), (list, "array"), (Mapping, "object"))
-    return next((name for python, name in kinds if isinstance(value, python)), "unknown")
-
-
-def _detail(error: jsonschema.exceptions.ValidationError) -> str:
-    """The failed keyword with what the schema wanted: never the instance's content."""
-    keyword, instance = error.validator, error.instance
-    wanted: Any = error.validator_value  # the stubs add an ``Unset`` never seen here
-    if not isinstance(keyword, str):  # a ``false`` subschema: no keyword, and jsonschema
-        return "false schema: a part of this value is not allowed"  # reports the parent
-    if keyword == "type":
-        expected = wanted if isinstance(wanted, str) else " or ".join(map(str, wanted))
-        return f"type: expected {expected}, got {_json_type(instance)}"
-    if keyword == "required" and isinstance(instance, Mapping):
-        return f"required: missing {_names([n for n in wanted if n not in instance])}"
-    if keyword == "additionalProperties" and isinstance(instance, Mapping):
-        schema = error.schema if isinstance(error.schema, Mapping) else {}
-        known, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
-        extra = [
-            k for k in instance if k not in known and not any(re.search(p, k) for p in patterns)
-        ]
-        return f"additionalProperties: unexpected {_names(extra)}"
-    if keyword == "anyOf":
-        return f"anyOf: no member accepts this {_json_type(instance)}"
-    if keyword == "oneOf":
-        return f"oneOf: not exactly one member accepts this {_json_type(instance)}"
-    if keyword in _LIMITS and isinstance(wanted, int | float) and not isinstance(wanted, bool):
-        return f"{keyword}: limit {wanted}"
-    return str(keyword)
-
-
-def _unresolvable(what: str, err: Exception) -> ActorError:
-    return _config(what, f"unresolvable $ref ({type(err).__name__})")
-
-
-@attrs.frozen(eq=False)
-class Checker:
-    """A schema compiled once (by :func:`compile_schema`); ``check`` is cheap when valid."""
-
-    schema: dict[str, Any]
-    what: str
-    _validator: Validator = attrs.field(repr=False, alias="validator")
-    #: The same schema compiled by jsonschema-rs (about 70 times faster on a valid
-    #: value), used to say "valid" first; ``None`` when it could not compile it. The
-    #: reference implementation (jsonschema) has the last word on an invalid value.
-    _fast: Any = attrs.field(default=None, repr=False, alias="fast")
-
-    def is_valid(self, value: Any) -> bool:
-        """Whether ``value`` is valid (an unresolvable ``$ref`` is ``config_invalid``; a
-        value that is not JSON — a non-string key, a set — is ``input_validation``)."""
-        return self._valid(value, Code.INPUT_VALIDATION, None)
-
-    def _valid(self, value: Any, code: Code, tool: str | None) -> bool:
-        fast = self._fast
-        try:
-            if fast is not None and fast.is_valid(value):
-                return True
-            return bool(self._validator.is_valid(value))
-        except referencing.exceptions.Unresolvable as err:
-            raise _unresolvable(self.what, err) from err
-        except (ValueError, TypeError, OverflowError) as err:
-            # The validators cannot read it: not JSON (never a value in the message).
-            raise ActorError.from_code(
-                code, f"$: not a JSON value ({type(err).__name__})", tool=tool
-            ) from None
-
-    def check(self, value: Any, *, code: Code, tool: str) -> None:
-        """Return if ``value`` is valid; else raise ``code`` naming path and keyword.
-
-        The message is ``"<JSON path>: <keyword>[: what the schema wanted]"``, e.g.
-        ``$.items[2].url: type: expected string, got integer``; ``tool`` goes into the
-        error's ``tool`` field. An unresolvable ``$ref`` is ``config_invalid``.
-        """
-        fast = self._fast
-        if fast is not None:
-            try:
-                if fast.is_valid(value):
-                    return  # the hot path: one call into jsonschema-rs
-            except (ValueError, TypeError, OverflowError):
-                pass  # not JSON: _valid says so, typed
-        if self._valid(value, code, tool):
-            return
-        try:
-            error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
-        except referencing.exceptions.Unresolvable as err:
-            raise _unresolvable(self.what, err) from err
-        path = _json_path(error.absolute_path) if error is not None else "$"
-        detail = _detail(error) if error is not None else "invalid"
-        raise ActorError.from_code(code, f"{path}: {detail}", tool=tool)
-
-
-def compile_schema(schema: Mapping[str, Any], *, what: str) -> Checker:
-    """Check ``schema`` against its metaschema (``$schema``, else 2020-12) and compile it.
-
-    The schema is deep-copied first, so later changes to the caller's dict do not leak in.
-    A bad schema is ``config_invalid`` naming ``what``, the location in the schema and the
-    metaschema keyword that failed (not the schema's content).
-    """
-    frozen = copy.deepcopy(dict(schema))
-    cls = validators.validator_for(frozen, default=Draft202012Validator)
-    try:
-        cls.check_schema(frozen)
-    except jsonschema.exceptions.SchemaError as err:
-        where = _json_path(err.absolute_path)
-        text = f"invalid JSON Schema at {where} (metaschema keyword {err.validator!r})"
-        raise _config(what, text) from err
-    return Checker(schema=frozen, what=what, validator=cls(frozen), fast=_fast_validator(frozen))
-
-
-def _fast_validator(schema: dict[str, Any]) -> Any:
-    """jsonschema-rs's validator of ``schema`` — offline: a remote ``$ref`` is never
-    fetched — or ``None`` when it cannot compile it (jsonschema alone then decides)."""
-    try:
-        return jsonschema_rs.validator_for(schema, offline=True)
-    except (jsonschema_rs.ValidationError, ValueError, TypeError):
-        return None
 
 
 # --- structuring ----------------------------------------------------------------------
@@ -428,7 +265,7 @@ def structure_arguments(
     known = {name for name, _, _ in plan}
     unexpected = [key for key in arguments if key not in known]
     if unexpected:
-        text = f"{where}: unexpected argument {_names(unexpected)}"
+        text = f"{where}: unexpected argument {names_shown(unexpected)}"
         raise ActorError.from_code(Code.INPUT_VALIDATION, text)
     out: dict[str, Any] = {}
     for name, hint, default in plan:
