@@ -37,10 +37,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Mapping
-from types import MappingProxyType, TracebackType
+from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import Final
 
 import attrs
@@ -120,7 +121,9 @@ class Breaker:
         async with breaker.guard("alpha", model="gpt-x"):
             response = await adapter.call(request)
 
-    or, in a loop of your own, :meth:`admit_fast` / :meth:`admit` then :meth:`record`.
+    or :meth:`admit` then :meth:`record`. The product composes it with the limiter and the
+    budget in :func:`supervisors.resilience.attempt.attempt`, the one caller of
+    :meth:`admit_fast` and :meth:`admit_or_refuse`.
     ``admit`` and entering ``guard`` are checkpoints (trio's convention): a cancelled
     caller gets ``trio.Cancelled`` rather than ``circuit_open``, and a refusal yields to
     the scheduler, so a loop of refused calls cannot starve other tasks.
@@ -135,10 +138,22 @@ class Breaker:
         self.local = self.state if isinstance(self.state, MemoryState) else None
         self._clean: dict[tuple[str, str | None], Admission] = {}
 
-    def guard(self, provider: str, model: str | None = None) -> Guard:
-        """An async context manager: admits the call or raises ``circuit_open``, then
-        records the outcome of the block."""
-        return Guard(self, provider, model)
+    @contextlib.asynccontextmanager
+    async def guard(self, provider: str, model: str | None = None) -> AsyncIterator[None]:
+        """An async context manager around one call guarded by this breaker alone:
+        :meth:`admit` on entry (a checkpoint; ``circuit_open`` raised), :meth:`record`
+        of how the block ended on exit (a cancellation records nothing and frees the
+        probe lease; a clean success that changes nothing is not recorded). The
+        product's calls go through :func:`supervisors.resilience.attempt.attempt`
+        (budget, limiter and breaker in one sequence); this is the breaker's own form."""
+        admission = await self.admit(provider, model)
+        try:
+            yield
+        except BaseException as exc:
+            await self.record(admission, exc)
+            raise
+        if not self.unchanged_by_success(admission):
+            await self.record(admission, None)
 
     def admit_fast(self, provider: str, model: str | None = None) -> Admission | None:
         """A clean admission without touching state, when the in-process breakers for
@@ -217,7 +232,7 @@ class Breaker:
         lease cannot be lost to a cancel).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        decision = await self.admit_or_refuse(provider, model)
+        decision = self.admit_fast(provider, model) or await self.admit_or_refuse(provider, model)
         await trio.lowlevel.cancel_shielded_checkpoint()
         if isinstance(decision, ActorError):
             raise decision
@@ -363,41 +378,3 @@ def open_error(provider: str, model: str | None, retry_after: float) -> ActorErr
         retry_after=None if math.isinf(retry_after) else retry_after,
         retryable=not math.isinf(retry_after),
     )
-
-
-class Guard:
-    """One guarded call (see :meth:`Breaker.guard`)."""
-
-    __slots__ = ("_admission", "_breaker", "_model", "_provider")
-
-    def __init__(self, breaker: Breaker, provider: str, model: str | None) -> None:
-        self._breaker = breaker
-        self._provider = provider
-        self._model = model
-        self._admission: Admission | None = None  # pragma: no mutate: equivalent, set before read
-
-    async def __aenter__(self) -> Guard:
-        # A checkpoint, like admit(): a cancelled caller gets trio.Cancelled, not
-        # circuit_open, and even a clean admission yields to the scheduler once.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        breaker = self._breaker
-        decision: Admission | ActorError | None = breaker.admit_fast(self._provider, self._model)
-        if decision is None:
-            decision = await breaker.admit_or_refuse(self._provider, self._model)
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        if isinstance(decision, ActorError):
-            raise decision
-        self._admission = decision
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        admission = self._admission
-        if admission is not None and not (
-            exc is None and self._breaker.unchanged_by_success(admission)
-        ):
-            await self._breaker.record(admission, exc)

@@ -1,7 +1,8 @@
 """One resilient call: rate limit, circuit breaker and retry schedule around an actor call.
 
 :meth:`Resilience.call` is what a provider pool or a node runner uses to call a provider
-actor. Each attempt:
+actor. Each attempt is one :func:`supervisors.resilience.attempt.attempt` (the one place
+the sequence below is written):
 
 1. reserves one request and ``tokens`` estimated tokens from the provider's buckets
    (a wait past the caller's deadline fails at once with a local ``rate_limited``);
@@ -36,19 +37,17 @@ retry loop (which takes over only when it fails); ``make bench``'s
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import trio
 
-from actors import ActorError, ActorRef, Usage
+from actors import ActorRef
 from actors.lowlevel import DEFAULT_CALL_TIMEOUT
 from supervisors.breaker import Breaker
 from supervisors.budget import Budget
-from supervisors.ratelimit import Permit, RateLimiter
+from supervisors.ratelimit import RateLimiter
+from supervisors.resilience.attempt import Replied, UsageOf, attempt
 from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retry_failed
-
-UsageOf = Callable[[Any], Usage | None]
 
 
 class Resilience:
@@ -98,14 +97,26 @@ class Resilience:
         retry = self.retry
         if retry.deadline is None:
             # The first attempt inline: no retry machinery unless it fails.
+            failed: BaseException | None
             try:
-                return await self._attempt(
-                    ref, message, provider, model, tokens, timeout, budget, propagate_cancel
+                outcome = await attempt(
+                    ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel),
+                    provider=provider,
+                    model=model,
+                    breaker=self.breaker,
+                    limiter=self.limiter,
+                    budget=budget,
+                    tokens=tokens,
+                    usage_of=self.usage_of,
                 )
             except trio.Cancelled:
                 raise
             except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - classified there
-                failed: BaseException | None = exc
+                failed = exc
+            else:
+                if type(outcome) is Replied:
+                    return outcome.value
+                failed = outcome.error  # type: ignore[union-attr]
         else:
             failed = None  # the deadline starts with the first attempt: retry_failed makes it
         return await retry_failed(
@@ -114,7 +125,7 @@ class Resilience:
             (ref, message, provider, model, tokens, timeout, budget, propagate_cancel),
             failed,
             {"provider": provider, "model": model},
-            None if budget is None else budget.charge_error,
+            None,  # every attempt charged its own usage, failed ones too
         )
 
     async def _attempt(
@@ -128,71 +139,19 @@ class Resilience:
         budget: Budget | None,
         propagate_cancel: bool,
     ) -> Any:
-        """One attempt. Refusals are raised without a checkpoint of their own: the retry
-        loop passes one after every failure, before the error is acted on."""
-        if budget is not None:
-            refusal = await budget.check_or_refuse()
-            if refusal is not None:
-                raise refusal
-        limiter = self.limiter
-        permit = None
-        if limiter is not None:
-            permit = limiter.acquire_fast(provider, tokens=tokens)
-            if permit is None:
-                acquired = await limiter.acquire_or_refuse(provider, tokens=tokens)
-                if isinstance(acquired, ActorError):
-                    raise acquired
-                permit = acquired
-        breaker = self.breaker
-        admission = None
-        sent = False
-        try:
-            if breaker is not None:
-                admission = breaker.admit_fast(provider, model)
-                if admission is None:
-                    decision = await breaker.admit_or_refuse(provider, model)
-                    if isinstance(decision, ActorError):
-                        raise decision
-                    admission = decision
-            sent = True
-            reply = await ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel)
-        except BaseException as exc:
-            if admission is not None:
-                await breaker.record(admission, exc)  # type: ignore[union-attr]
-            if permit is not None:
-                await return_permit(limiter, permit, exc, sent)  # type: ignore[arg-type]
-            raise
-        if admission is not None and not breaker.unchanged_by_success(admission):  # type: ignore[union-attr]
-            await breaker.record(admission, None)  # type: ignore[union-attr]
-        usage_of = self.usage_of
-        if usage_of is None:
-            return reply
-        usage = usage_of(reply)
-        if usage is None:
-            return reply
-        if permit is not None:
-            actual = usage.total_tokens
-            if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
-                await limiter.settle(permit, actual)  # type: ignore[union-attr]
-        if budget is not None:
-            refusal = await budget.charge_or_refuse(usage, provider=provider, model=model)
-            if refusal is not None:
-                raise refusal
-        return reply
-
-
-async def return_permit(
-    limiter: RateLimiter, permit: Permit, exc: BaseException, sent: bool
-) -> None:
-    """Settle the rate-limit reservation of an attempt that failed, on every path:
-    never sent (refused by the breaker, cancelled before the call, not delivered to
-    the actor) — all of it goes back; sent and failed with the usage it reports —
-    settled with that usage; sent otherwise (a cancel, no usage) — kept, as the
-    request may have reached the provider."""
-    if not sent or (isinstance(exc, ActorError) and exc.delivered is False):
-        await limiter.release(permit)
-    elif isinstance(exc, ActorError) and exc.usage is not None:
-        actual = exc.usage.total_tokens
-        if not limiter.settle_fast(permit, actual):
-            with trio.CancelScope(shield=True):
-                await limiter.settle(permit, actual)
+        """One attempt (:func:`~supervisors.resilience.attempt.attempt`): the reply, or
+        the refusal or failure raised. Refusals are raised without a checkpoint of their
+        own: the retry loop passes one after every failure, before the error is acted on."""
+        outcome = await attempt(
+            ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel),
+            provider=provider,
+            model=model,
+            breaker=self.breaker,
+            limiter=self.limiter,
+            budget=budget,
+            tokens=tokens,
+            usage_of=self.usage_of,
+        )
+        if type(outcome) is Replied:
+            return outcome.value
+        raise outcome.error  # type: ignore[union-attr]

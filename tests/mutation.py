@@ -81,6 +81,11 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_breaker_fast_checks.py",
         "tests/test_breaker_overlapping_calls.py",
     ),
+    "supervisors/resilience/attempt.py": (
+        "tests/test_resilience_attempt.py",
+        "tests/test_resilient.py",
+        "tests/test_pool_fast_path.py",
+    ),
     "supervisors/policy.py": (
         "tests/test_supervisor_policy.py",
         "tests/test_hardening_cancel.py",

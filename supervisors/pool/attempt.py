@@ -1,24 +1,30 @@
-"""One attempt of a pool on one target: admission, the call, the verdict, the ledger.
+"""One attempt of a pool on one target: the attempt primitive, and the pool's ledger.
 
-:meth:`Attempter.attempt` returns the answer, a :class:`Refused` (nothing was sent: the
-limiter would make the request wait, or the breaker refuses — the chain moves on without
-using a retry), or the classified :class:`~actors.ActorError` of a sent attempt that
-failed. It raises only what ends the request whatever the chain holds: a spent budget
-(``budget_exceeded`` before or after the attempt) and cancellation.
+:meth:`Attempter.attempt` is one :func:`supervisors.resilience.attempt.attempt` (budget,
+limiter, breaker; the call; the verdict, the reservation, the charge) with the pool's
+bookkeeping (:class:`Bookkeeper`: the ledger entry, the stream's partial usage, the cost
+charged). It returns the answer, a :class:`~supervisors.resilience.attempt.TurnedAway`
+(nothing was sent: the limiter would make the request wait, or the breaker refuses — the
+chain moves on without using a retry), a :class:`~supervisors.resilience.attempt.CutOff`
+(the request's deadline cut the call), or the classified :class:`~actors.ActorError` of
+a sent attempt that failed. It raises only what ends the request whatever the chain
+holds: a spent budget (``budget_exceeded`` before or after the attempt) and
+cancellation.
 
 Admission never waits: a limiter that has no room *now* refuses with the wait as
 ``retry_after`` (the pool rotates, and sleeps only when every target waits). The call
 runs with ``propagate_cancel``, so a caller that goes away cancels the provider's HTTP
 request. An attempt still running at the request's deadline is cancelled and fails with
-``timeout`` (not retryable).
+``timeout`` (not retryable). A reply that is not an :class:`~actors.providers.LlmResponse`
+with a :class:`~actors.Usage` is ``internal`` (the target is not a provider actor).
 
-What each ending does:
+What each ending does (the primitive's table, plus the ledger):
 
 * answered — breaker: success; reservation: settled with the usage; budget: charged;
   ledger: ``ok``;
 * failed — breaker: the code's verdict; reservation: settled with the error's usage, else
   kept; budget: charged with the error's usage; ledger: ``failed`` (``partial`` for a
-  stream whose events reached the consumer);
+  stream whose events reached the consumer, charged with its estimated usage);
 * cut by the deadline — breaker: no verdict; reservation: kept (the request may have
   reached the provider); budget: not charged; ledger: ``failed`` with ``timeout``;
 * cancelled — breaker: no verdict, probe lease freed; reservation: kept, or given back
@@ -31,51 +37,40 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import trio
 
-from actors import ActorError, Code, Usage, classify
+from actors import ActorError, Code, Usage
 from actors.providers import LlmRequest, LlmResponse
-from supervisors.breaker import Admission, Breaker
+from supervisors.breaker import Breaker
 from supervisors.budget import Budget
 from supervisors.pool.chain import Chain, Slot
 from supervisors.pool.ledger import Attempt, Ledger, Outcome
 from supervisors.pool.target import Target, request_for
-from supervisors.ratelimit import Permit, RateLimiter
-from supervisors.resilient import return_permit
+from supervisors.ratelimit import RateLimiter
+from supervisors.resilience.attempt import (
+    CutOff,
+    Ended,
+    Faulted,
+    Replied,
+    TurnedAway,
+    attempt,
+)
 
-_CUT: Final = object()  # the call was cut by the request's deadline
-
-
-class Refused:
-    """An attempt refused before anything was sent (breaker, limiter): ``error`` is the
-    refusal (``circuit_open``, ``rate_limited``) with its ``retry_after``."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: ActorError) -> None:
-        self.error = error
+#: What an attempt that did not answer gives the chain.
+Failure = TurnedAway | CutOff | ActorError
 
 
-class Cut:
-    """An attempt cut by the request's deadline: ``error`` is its ``timeout``."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: ActorError) -> None:
-        self.error = error
-
-
-def apply(chain: Chain, slot: Slot, failure: Refused | Cut | ActorError) -> bool:
+def apply(chain: Chain, slot: Slot, failure: Failure) -> bool:
     """Put a failed attempt on the chain: a refusal blocks ``slot``, a failure moves the
     chain (a stop raises it). ``True`` for a cut by the deadline — the caller ends the
     chain (the one decision that is the pool's, not the chain's)."""
     now = trio.current_time()
-    if isinstance(failure, Refused):
+    if isinstance(failure, TurnedAway):
         chain.refused(slot, failure.error, now)
         return False
-    if isinstance(failure, Cut):
+    if isinstance(failure, CutOff):
         chain.last = failure.error
         return True
     chain.failed(slot, failure, now)
@@ -189,191 +184,30 @@ class Attempter:
         *,
         tap: Tap | None = None,
         hedge: bool = False,
-    ) -> LlmResponse | Refused | Cut | ActorError:
-        provider, model = target.provider, target.model
-        budget = run.budget
-        if budget is not None:
-            refusal = await budget.check_or_refuse()
-            if refusal is not None:
-                raise refusal
+    ) -> LlmResponse | Failure:
+        """One attempt of ``run`` on ``target`` (see the module docstring)."""
         limiter = self.limiter
-        permit: Permit | None = None
+        tokens = 0
         if limiter is not None:
             tokens = run.tokens
             if tokens < 0:
                 request = run.request
                 tokens = run.tokens = request.estimated_prompt_tokens() + request.max_tokens
-            permit = limiter.acquire_fast(provider, tokens=tokens)
-            if permit is None:
-                acquired = await limiter.acquire_or_refuse(
-                    provider, tokens=tokens, deadline=trio.current_time()
-                )
-                if isinstance(acquired, ActorError):
-                    return Refused(acquired)
-                permit = acquired
-        breaker = self.breaker
-        admission: Admission | None = None
-        if breaker is not None:
-            admission = breaker.admit_fast(provider, model)
-            if admission is None:
-                decision = await breaker.admit_or_refuse(provider, model)
-                if isinstance(decision, ActorError):
-                    if permit is not None:
-                        await limiter.release(permit)  # type: ignore[union-attr]
-                    return Refused(decision)
-                admission = decision
-        run.number = number = run.number + 1
-        started = run.clock.current_time()
-        try:
-            if run.deadline_at == math.inf:
-                reply = await target.ref.call(message, timeout=self.timeout, propagate_cancel=True)
-            else:
-                reply = _CUT
-                with trio.move_on_at(run.deadline_at):
-                    reply = await target.ref.call(
-                        message, timeout=self.timeout, propagate_cancel=True
-                    )
-        except BaseException as exc:  # noqa: BLE001 - a cancellation is re-raised by ended()
-            return await self.ended(
-                run, target, number, started, admission, permit, None, exc, tap, hedge
-            )
-        return await self.ended(
-            run, target, number, started, admission, permit, reply, None, tap, hedge
+        book = Bookkeeper(self, run, target, tap, hedge, run.request, run.clock, run.request_id)
+        outcome = await attempt(
+            target.ref.call(message, timeout=self.timeout, propagate_cancel=True),
+            provider=target.provider,
+            model=target.model,
+            breaker=self.breaker,
+            limiter=limiter,
+            budget=run.budget,
+            tokens=tokens,
+            deadline=run.deadline_at,
+            wait=False,
+            usage_of=book.usage_of,
+            book=book,
         )
-
-    async def ended(
-        self,
-        run: Run,
-        target: Target,
-        number: int,
-        started: float,
-        admission: Admission | None,
-        permit: Permit | None,
-        reply: Any,
-        exc: BaseException | None = None,
-        tap: Tap | None = None,
-        hedge: bool = False,
-    ) -> LlmResponse | Cut | ActorError:
-        """The call of attempt ``number`` returned ``reply`` (:data:`_CUT`: the deadline
-        cut it) or raised ``exc``: its verdict, reservation, ledger entry and charge.
-        Returns the answer or the failure; a cancellation is re-raised (its entry says
-        ``cancelled``)."""
-        provider, model = target.provider, target.model
-        breaker, limiter = self.breaker, self.limiter
-        if exc is not None:
-            if admission is not None:
-                await breaker.record(admission, exc)  # type: ignore[union-attr]
-            if permit is not None:
-                await return_permit(limiter, permit, exc, True)  # type: ignore[arg-type]
-            if not isinstance(exc, Exception):
-                self._enter(run, target, number, started, "cancelled", None, None, hedge=hedge)
-                raise exc
-            error = classify(exc, provider=provider, model=model)
-            return await self._failed(run, target, number, started, error, tap, hedge)
-        if reply is _CUT:
-            cut = ActorError.from_code(
-                Code.TIMEOUT,
-                "the pool's deadline passed during the attempt",
-                retryable=False,
-                provider=provider,
-                model=model,
-            )
-            if admission is not None:  # the deadline is the caller's, not a verdict
-                await breaker.record(admission, _cancelled(provider, model))  # type: ignore[union-attr]
-            self._enter(run, target, number, started, "failed", cut.code, None, hedge=hedge)
-            return Cut(cut)
-        if not isinstance(reply, LlmResponse) or not isinstance(reply.usage, Usage):
-            # The target is not a provider actor (or a broken one): a bug, not a retry.
-            what = (
-                f"a {type(reply).__name__}, not an LlmResponse"
-                if not isinstance(reply, LlmResponse)
-                else f"an LlmResponse whose usage is a {type(reply.usage).__name__}"
-            )
-            error = ActorError.from_code(
-                Code.INTERNAL,
-                f"target {provider}/{model} answered {what}",
-                provider=provider,
-                model=model,
-            )
-            if admission is not None:
-                await breaker.record(admission, error)  # type: ignore[union-attr]
-            if permit is not None:
-                await return_permit(limiter, permit, error, True)  # type: ignore[arg-type]
-            return await self._failed(run, target, number, started, error, tap, hedge)
-        if admission is not None and not breaker.unchanged_by_success(admission):  # type: ignore[union-attr]
-            await breaker.record(admission, None)  # type: ignore[union-attr]
-        usage = reply.usage
-        if permit is not None:
-            actual = usage.total_tokens
-            if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
-                await limiter.settle(permit, actual)  # type: ignore[union-attr]
-        entry = self._enter(run, target, number, started, "ok", None, usage, hedge=hedge)
-        if run.budget is not None:
-            await self._charge(run, entry)
-        return reply
-
-    async def _failed(
-        self,
-        run: Run,
-        target: Target,
-        number: int,
-        started: float,
-        error: ActorError,
-        tap: Tap | None,
-        hedge: bool,
-    ) -> ActorError:
-        outcome: Outcome = "failed"
-        usage, estimated = error.usage, False
-        if tap is not None and tap.events:
-            outcome = "partial"
-            partial = error.partial_text if error.partial_text is not None else tap.text
-            if usage is None or (partial and not usage.output_tokens):
-                # Not reported, or reported before any output (Anthropic's message_start):
-                # the text the consumer received was generated, and is billed.
-                usage = Usage(
-                    input_tokens=run.request.estimated_prompt_tokens()
-                    if usage is None
-                    else usage.input_tokens,
-                    output_tokens=len(partial) // 4 + 1 if partial else 0,
-                )
-                estimated = True
-            tap.usage = usage
-        entry = self._enter(
-            run, target, number, started, outcome, error.code, usage, estimated, hedge=hedge
-        )
-        await self._charge(run, entry)
-        return error
-
-    def _enter(
-        self,
-        run: Run,
-        target: Target,
-        number: int,
-        started: float,
-        outcome: Outcome,
-        code: Code | None,
-        usage: Usage | None,
-        estimated: bool = False,
-        *,
-        hedge: bool,
-    ) -> Attempt:
-        entry: Attempt = _new_tuple(
-            Attempt,
-            self.enter(
-                run.request_id,
-                number,
-                target,
-                started,
-                run.clock.current_time() - started,
-                outcome,
-                code,
-                usage,
-                estimated,
-                hedge,
-            ),
-        )
-        run.attempts.append(entry)
-        return entry
+        return failure_of(outcome)
 
     def enter(
         self,
@@ -416,23 +250,176 @@ class Attempter:
         ledger.record(entry)
         return entry
 
-    @staticmethod
-    async def _charge(run: Run, entry: Attempt) -> None:
-        """Charge the run's budget with the attempt's usage, priced as in the ledger;
-        a cap passed raises (it ends the request)."""
-        budget, usage = run.budget, entry.usage
-        if budget is None or usage is None:
-            return
-        if usage.cost is not entry.cost:  # charged at the ledger's cost, reported or priced
+
+def failure_of(outcome: Replied | Faulted | TurnedAway | CutOff) -> LlmResponse | Failure:
+    """What the chain makes of an outcome: the answer, the failure's error, a refusal or
+    a cut as they are; a refusal by the budget is raised (it ends the request)."""
+    if type(outcome) is Replied:
+        return outcome.value  # type: ignore[no-any-return]
+    if type(outcome) is Faulted:
+        return outcome.error
+    if type(outcome) is TurnedAway and outcome.by == "budget":
+        raise outcome.error
+    return outcome  # type: ignore[return-value]
+
+
+class Bookkeeper:
+    """The pool's side of one attempt (a :class:`~supervisors.resilience.attempt.Bookkeeping`):
+    its number and start when sent, its ledger entry when it ends, and the usage the
+    budget is charged with — at the ledger's cost, a stream's partial usage estimated.
+
+    ``run`` is ``None`` on the fast path (no per-request state yet): the request's id is
+    made when the entry is written, and :attr:`entry` is what the walk's run takes over."""
+
+    __slots__ = (
+        "attempter",
+        "clock",
+        "entry",
+        "hedge",
+        "number",
+        "request",
+        "request_id",
+        "run",
+        "started",
+        "tap",
+        "target",
+    )
+
+    def __init__(
+        self,
+        attempter: Attempter,
+        run: Run | None,
+        target: Target,
+        tap: Tap | None,
+        hedge: bool,
+        request: LlmRequest,
+        clock: trio.abc.Clock,
+        request_id: str | None,
+    ) -> None:
+        self.attempter = attempter
+        self.run = run
+        self.target = target
+        self.tap = tap
+        self.hedge = hedge
+        self.request = request
+        self.clock = clock
+        self.request_id = request_id  # None: made when the first entry is written
+        self.number = 0
+        self.started = 0.0
+        self.entry: Attempt | None = None
+
+    def usage_of(self, reply: Any) -> Usage:
+        """The usage of the target's reply; ``internal`` when the target answered
+        something other than an :class:`~actors.providers.LlmResponse` with a
+        :class:`~actors.Usage` (it is not a provider actor, or a broken one: a bug, not
+        a retry)."""
+        if type(reply) is LlmResponse and type(usage := reply.usage) is Usage:
+            return usage
+        if isinstance(reply, LlmResponse) and isinstance(reply.usage, Usage):
+            return reply.usage
+        what = (
+            f"a {type(reply).__name__}, not an LlmResponse"
+            if not isinstance(reply, LlmResponse)
+            else f"an LlmResponse whose usage is a {type(reply.usage).__name__}"
+        )
+        provider, model = self.target.provider, self.target.model
+        raise ActorError.from_code(
+            Code.INTERNAL,
+            f"target {provider}/{model} answered {what}",
+            provider=provider,
+            model=model,
+        )
+
+    def sent(self, now: float) -> None:
+        run = self.run
+        if run is None:
+            self.number = 1
+        else:
+            run.number = self.number = run.number + 1
+        self.started = now
+
+    def ended(self, outcome: Ended | None) -> Usage | None:
+        if outcome is None:
+            self._enter("cancelled", None, None)
+            return None
+        if type(outcome) is Replied:
+            if self.run is None:  # the fast path: the entry is not read back
+                given = self.request.metadata.get("request_id")  # request_id_of, inlined
+                started = self.started
+                self.attempter.enter(
+                    str(given) if given else f"pool-{next(request_ids)}",
+                    self.number,
+                    self.target,
+                    started,
+                    self.clock.current_time() - started,
+                    "ok",
+                    None,
+                    outcome.usage,
+                    False,
+                    self.hedge,
+                )
+                return None
+            return self._charged(self._enter("ok", None, outcome.usage))
+        if type(outcome) is CutOff:
+            self._enter("failed", outcome.error.code, None)
+            return None
+        error = outcome.error  # type: ignore[union-attr]
+        result: Outcome = "failed"
+        usage, estimated = error.usage, False
+        tap = self.tap
+        if tap is not None and tap.events:
+            result = "partial"
+            partial = error.partial_text if error.partial_text is not None else tap.text
+            if usage is None or (partial and not usage.output_tokens):
+                # Not reported, or reported before any output (Anthropic's message_start):
+                # the text the consumer received was generated, and is billed.
+                usage = Usage(
+                    input_tokens=self.request.estimated_prompt_tokens()
+                    if usage is None
+                    else usage.input_tokens,
+                    output_tokens=len(partial) // 4 + 1 if partial else 0,
+                )
+                estimated = True
+            tap.usage = usage
+        return self._charged(self._enter(result, error.code, usage, estimated))
+
+    def _charged(self, entry: Attempt) -> Usage | None:
+        """The usage to charge for ``entry``: priced at the ledger's cost (reported or
+        from the price table); ``None`` when there is no budget or no usage."""
+        run, usage = self.run, entry.usage
+        if run is None or run.budget is None or usage is None:
+            return None
+        if usage.cost is not entry.cost:
             usage = Usage(
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=entry.cost
             )
-        refusal = await budget.charge_or_refuse(usage, provider=entry.provider, model=entry.model)
-        if refusal is not None:
-            raise refusal
+        return usage
 
+    def _record(
+        self, outcome: Outcome, code: Code | None, usage: Usage | None, estimated: bool
+    ) -> tuple[Any, ...]:
+        request_id = self.request_id
+        if request_id is None:
+            request_id = self.request_id = request_id_of(self.request)
+        started = self.started
+        return self.attempter.enter(
+            request_id,
+            self.number,
+            self.target,
+            started,
+            self.clock.current_time() - started,
+            outcome,
+            code,
+            usage,
+            estimated,
+            self.hedge,
+        )
 
-def _cancelled(provider: str, model: str) -> ActorError:
-    return ActorError.from_code(
-        Code.CANCELLED, "cut by the deadline", provider=provider, model=model
-    )
+    def _enter(
+        self, outcome: Outcome, code: Code | None, usage: Usage | None, estimated: bool = False
+    ) -> Attempt:
+        entry: Attempt = _new_tuple(Attempt, self._record(outcome, code, usage, estimated))
+        self.entry = entry
+        if self.run is not None:
+            self.run.attempts.append(entry)
+        return entry

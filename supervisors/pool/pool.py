@@ -44,7 +44,7 @@ from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
 from supervisors.budget import Budget, Price
-from supervisors.pool.attempt import Attempter, Cut, Refused, Run, apply
+from supervisors.pool.attempt import Attempter, Failure, Run, apply, failure_of
 from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
 from supervisors.pool.config import name as check_name
@@ -61,7 +61,9 @@ from supervisors.pool.fast import FastPath
 from supervisors.pool.ledger import Ledger
 from supervisors.pool.race import Race
 from supervisors.pool.stream import PoolStream, streaming
-from supervisors.pool.target import Target, expand
+from supervisors.pool.target import Target, expand, request_for
+from supervisors.resilience.attempt import Replied
+from supervisors.resilience.attempt import attempt as attempt_once
 from supervisors.resilient import Resilience
 
 
@@ -169,7 +171,6 @@ class ProviderPool:
             self.resilience.limiter,
             self._attempter,
             self._make_chain,
-            self._walk,
         )
 
     # --- the two entry points -------------------------------------------------------
@@ -187,7 +188,31 @@ class ProviderPool:
             budget = self.budget
         if budget is not None or not self._plain or type(request) is not LlmRequest:
             return await self._complete(request, budget)
-        return await self._fast.complete(request)  # supervisors.pool.fast
+        fast = self._fast  # supervisors.pool.fast: the first attempt without a Run
+        book, skipped, position, tokens = fast.first(request)
+        if book is None:
+            return await self._walk(fast.run(request, tokens, 0), skipped, position, None)
+        target = book.target
+        outcome = await attempt_once(
+            target.ref.call(
+                Complete.unchecked(request_for(request, target.model)),
+                timeout=self.attempt_timeout,
+                propagate_cancel=True,
+            ),
+            provider=target.provider,
+            model=target.model,
+            breaker=fast.breaker,
+            limiter=fast.limiter,
+            tokens=tokens if tokens > 0 else 0,
+            wait=False,
+            usage_of=book.usage_of,
+            book=book,
+        )
+        if type(outcome) is Replied:
+            return outcome.value  # type: ignore[no-any-return]
+        failed = failure_of(outcome)
+        assert not isinstance(failed, LlmResponse)  # not Replied
+        return await self._walk(fast.handover(book, tokens), skipped, position, failed)
 
     async def _complete(self, request: LlmRequest, budget: Budget | None) -> LlmResponse:
         run = self._run(request, budget)
@@ -203,7 +228,7 @@ class ProviderPool:
         run: Run,
         skipped: list[tuple[int, float]],
         index: int,
-        failed: Refused | Cut | ActorError | None,
+        failed: Failure | None,
     ) -> LlmResponse:
         """The chain of ``run``: the target at ``index`` failed with ``failed``, or (with
         ``failed`` ``None``) is the next to try; the targets in ``skipped`` are known to

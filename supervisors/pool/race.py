@@ -28,10 +28,11 @@ import trio
 
 from actors import ActorError
 from actors.providers import Complete, LlmResponse, Stream, StreamEvent
-from supervisors.pool.attempt import Attempter, Cut, Refused, Run, Tap, apply
+from supervisors.pool.attempt import Attempter, Failure, Run, Tap, apply
 from supervisors.pool.chain import Slot
+from supervisors.resilience.attempt import CutOff
 
-Result = LlmResponse | Refused | Cut | ActorError
+Result = LlmResponse | Failure
 Kind = Literal["first", "done"]
 #: The pool's wait (sleep until a target is admissible, or end the chain) and its end of
 #: the chain (raise ``all_providers_failed``, unless the escalation hook goes on).
@@ -113,7 +114,7 @@ class Race:
                     for other in running.values():
                         other.scope.cancel()
                     return winner
-                if kind == "done" and isinstance(value, Cut) and not running:
+                if kind == "done" and isinstance(value, CutOff) and not running:
                     # The deadline cut every attempt running (each posts its cut): the
                     # chain is exhausted once, when the last one is in — outside the
                     # hedge timer, as a hook may take long.

@@ -12,8 +12,8 @@ import trio
 from actors import ActorError, Code
 from actors.lowlevel import open_nursery_unwrapped
 from actors.providers import LlmResponse, StreamEvent
-from supervisors.pool.attempt import Cut, Refused
 from supervisors.pool.race import Race, Runner
+from supervisors.resilience.attempt import CutOff, TurnedAway
 
 
 @asynccontextmanager
@@ -119,7 +119,7 @@ class PoolStream:
         if isinstance(result, LlmResponse):
             self.response = result
             raise StopAsyncIteration
-        error = result.error if isinstance(result, Refused | Cut) else result
+        error = result.error if isinstance(result, TurnedAway | CutOff) else result
         if not isinstance(error, ActorError):  # the attempt was cancelled: the block left
             error = ActorError.from_code(
                 Code.CANCELLED, "the stream's block was left before the stream ended"

@@ -51,8 +51,10 @@ from actors.events import (
 )
 from actors.lowlevel import cancel_in_effect, cancellation_reason
 from actors.nodes import NodeCall
-from supervisors.breaker import Admission, Breaker
+from supervisors.breaker import Breaker
 from supervisors.budget import Budget, Dimension
+from supervisors.resilience.attempt import Replied, TurnedAway
+from supervisors.resilience.attempt import attempt as attempt_once
 from supervisors.runs.commit import outcome_of
 from supervisors.runs.context import NodeContext
 from supervisors.runs.graph import UNHANDLED, Approval, Node
@@ -345,56 +347,43 @@ class Engine:
             # Nothing starts, and no outcome counts, once the run is ending: a cancel (or
             # the run's failure, or its deadline) that came in the same instant wins.
             await trio.lowlevel.checkpoint_if_cancelled()
-            admission: Admission | None = None
-            if breaker is not None:
-                admitted = await breaker.admit_or_refuse(node_id)
-                if isinstance(admitted, ActorError):
-                    self._skipped(node_id, admitted)
-                    return
-                admission = admitted
             ctx = self._context(node, execution, attempt)
-            try:
-                outcome = await self._attempt(node, ctx)
-                await trio.lowlevel.checkpoint_if_cancelled()
-            except BaseException as exc:
+            try:  # the node breaker's admission, the call, its verdict (no limiter, no budget:
+                # the node's own provider calls charge the run's budget)
+                ended = await attempt_once(
+                    self._attempt_committed(node, ctx), provider=node_id, breaker=breaker
+                )
+            except BaseException:
                 if ctx.started_at is not None:  # a node still queued for a runner never ran
                     self.interrupted[node_id] = None
-                if admission is not None:  # a cancelled probe frees its lease, counts nothing
-                    await breaker.record(admission, exc)  # type: ignore[union-attr]
                 raise
+            if type(ended) is TurnedAway:
+                self._skipped(node_id, ended.error)
+                return
             if first is None:
                 first = ctx.started_at
-            if not isinstance(outcome, ActorError):
-                try:
-                    updates, targets = self._outcome(node, outcome)
-                    if updates and journaled is not None:
-                        journaled.check(node_id, updates)
-                except ActorError as refused:
-                    outcome = refused
-                else:
-                    if admission is not None:
-                        await breaker.record(admission, None)  # type: ignore[union-attr]
-                    if updates:
-                        run.state = {**run.state, **updates}
-                    run.publish(
-                        NodeCompleted,
-                        node_id=node_id,
-                        execution=execution,
-                        attempt=attempt,
-                        updates=updates,
-                        next=targets,
-                        duration=0.0 if first is None else trio.current_time() - first,
-                    )
-                    self._follow(node_id, targets)
-                    return
+            if type(ended) is Replied:
+                updates, targets = ended.value
+                if updates:
+                    run.state = {**run.state, **updates}
+                run.publish(
+                    NodeCompleted,
+                    node_id=node_id,
+                    execution=execution,
+                    attempt=attempt,
+                    updates=updates,
+                    next=targets,
+                    duration=0.0 if first is None else trio.current_time() - first,
+                )
+                self._follow(node_id, targets)
+                return
+            outcome = ended.error  # type: ignore[union-attr]
             error = outcome
             if error.code is Code.CANCELLED:
                 # The subtree's cancel (an abort, a shutdown) — never the error's own text.
                 self.interrupted[node_id] = None
                 self.cancel(self.subtree_cancel() or f"node {node_id!r} was cancelled")
                 return
-            if admission is not None:
-                await breaker.record(admission, error)  # type: ignore[union-attr]
             retry = node.retry
             if error.retryable and error.code not in UNHANDLED and attempt <= retry.max_retries:
                 delay = retry.backoff.delay(attempt - 1, retry_after=error.retry_after)
@@ -470,6 +459,25 @@ class Engine:
             if reason is not None:
                 return ActorError.from_code(Code.CANCELLED, reason, cause=value)
         return value
+
+    async def _attempt_committed(self, node: Node, ctx: NodeContext) -> Any:
+        """One attempt and its commit: ``(updates, targets)`` of a success whose updates
+        may be written, else the error as a value (the attempt's, or the commit's
+        refusal) — so that the node breaker's verdict is the commit's too. Nothing starts,
+        and no outcome counts, once the run is ending: a cancel that came in the same
+        instant wins (``trio.Cancelled``)."""
+        outcome = await self._attempt(node, ctx)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if isinstance(outcome, ActorError):
+            return outcome
+        try:
+            updates, targets = self._outcome(node, outcome)
+            journaled = self.run.journaled
+            if updates and journaled is not None:
+                journaled.check(node.id, updates)
+        except ActorError as refused:
+            return refused
+        return updates, targets
 
     # -- what attempts report (the Reporter protocol) -------------------------------------
 
