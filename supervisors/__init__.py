@@ -1,23 +1,7 @@
 """resilient-actors: supervision policy — who decides what happens after a failure."""
 
-from supervisors.backoff import Backoff
-from supervisors.breaker import Breaker, BreakerConfig
-from supervisors.budget import Budget, BudgetLimits, BudgetRequest, Dimension, Price
 from supervisors.daemon import Daemon, open_daemon
 from supervisors.deployment import Deployment, load_deployment
-from supervisors.policy import (
-    DEFAULT_BY_CLASS,
-    DEFAULT_BY_CODE,
-    RESTART_ON_ANY_CRASH,
-    STOP_ON_ANY_CRASH,
-    Directive,
-    Policy,
-    default_directive,
-    directive_for,
-)
-from supervisors.policy import (
-    decide as decide,  # deprecated alias of directive_for, importable, not in __all__
-)
 from supervisors.pool import (
     Abort,
     AllProvidersFailed,
@@ -29,13 +13,29 @@ from supervisors.pool import (
     Target,
     UseTarget,
 )
-from supervisors.ratelimit import Permit, RateLimit, RateLimiter
-from supervisors.resilient import Resilience
-from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
-from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
-from supervisors.supervisor import ChildInfo, ChildState, Supervisor
+from supervisors.resilience.breaker import Breaker, BreakerConfig
+from supervisors.resilience.budget import Budget, BudgetLimits, BudgetRequest, Dimension, Price
+from supervisors.resilience.ratelimit import Permit, RateLimit, RateLimiter
+from supervisors.resilience.resilient import Resilience
+from supervisors.resilience.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retrying
 from supervisors.tools import Tools, tool_hosts
 from supervisors.tree import Tree, open_tree
+from supervisors.tree.backoff import Backoff
+from supervisors.tree.policy import (
+    DEFAULT_BY_CLASS,
+    DEFAULT_BY_CODE,
+    RESTART_ON_ANY_CRASH,
+    STOP_ON_ANY_CRASH,
+    Directive,
+    Policy,
+    default_directive,
+    directive_for,
+)
+from supervisors.tree.policy import (
+    decide as decide,  # deprecated alias of directive_for, importable, not in __all__
+)
+from supervisors.tree.spec import ChildSpec, SupervisorSpec, load_spec
+from supervisors.tree.supervisor import ChildInfo, ChildState, Supervisor
 
 __all__ = [
     "DEFAULT_BY_CLASS",

@@ -64,10 +64,10 @@ from supervisors.checks import (
     shown,
 )
 from supervisors.pool import ProviderPool, Target
-from supervisors.ratelimit import RateLimit, RateLimiter
-from supervisors.resilient import Resilience
-from supervisors.spec import ChildSpec, SupervisorSpec, load_spec
+from supervisors.resilience.ratelimit import RateLimit, RateLimiter
+from supervisors.resilience.resilient import Resilience
 from supervisors.tree import Tree
+from supervisors.tree.spec import ChildSpec, SupervisorSpec, load_spec
 
 _ADAPTERS: Final = {"openai": OpenAIProvider, "anthropic": AnthropicProvider}
 

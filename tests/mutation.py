@@ -67,13 +67,13 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_spec_validation.py",
         "tests/test_mailbox_pins.py",
     ),
-    "supervisors/backoff.py": (
+    "supervisors/tree/backoff.py": (
         "tests/test_backoff_pins.py",  # first: its first test covers the import-time validators
         "tests/test_supervisor_backoff.py",
         "tests/test_retry.py",
         "tests/test_spec_validation.py",
     ),
-    "supervisors/breaker.py": (
+    "supervisors/resilience/breaker.py": (
         "tests/test_breaker.py",
         "tests/test_resilient.py",
         "tests/test_resilience_hardening.py",
@@ -86,7 +86,7 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_resilient.py",
         "tests/test_pool_fast_path.py",
     ),
-    "supervisors/policy.py": (
+    "supervisors/tree/policy.py": (
         "tests/test_supervisor_policy.py",
         "tests/test_hardening_cancel.py",
         "tests/test_policy_pins.py",
@@ -155,7 +155,7 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_tools_front.py",
         "tests/test_tools_hostile.py",
     ),
-    "supervisors/retry.py": (
+    "supervisors/resilience/retry.py": (
         "tests/test_retry.py",
         "tests/test_resilient.py",
         "tests/test_resilience_hardening.py",

@@ -1,7 +1,7 @@
-"""Pins of supervisors.backoff: its defaults, the exact schedule arithmetic, validation.
+"""Pins of supervisors.tree.backoff: its defaults, the exact schedule arithmetic, validation.
 
 Each test fails if one default, one step of the formula or one refusal message changes
-(``make mutate MODULE=supervisors/backoff.py`` measures how well they do).
+(``make mutate MODULE=supervisors/tree/backoff.py`` measures how well they do).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 
 from actors import ActorError, Code
 from supervisors import Backoff
-from supervisors.backoff import IMMEDIATE
+from supervisors.tree.backoff import IMMEDIATE
 
 # Every field validator, once per kind of refusal. The validators are built when
-# supervisors.backoff is imported (in the class body), so this table is checked in a
+# supervisors.tree.backoff is imported (in the class body), so this table is checked in a
 # fresh interpreter: the module as a new process imports it, not this process's copy
 # (mutmut can only see a changed validator factory that way). Keep this test first in
 # the file: mutmut credits import-time calls to the first test that runs.

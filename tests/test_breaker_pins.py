@@ -1,8 +1,8 @@
-"""Pins of supervisors.breaker: defaults, cooldown table, per-model keys, events, and the
+"""Pins of supervisors.resilience.breaker: defaults, cooldown table, per-model keys, events, and the
 exact calls a breaker makes to its state backend.
 
 Each test fails if one default, one cooldown rule, one event field or one backend call
-changes (``make mutate MODULE=supervisors/breaker.py`` measures how well they do).
+changes (``make mutate MODULE=supervisors/resilience/breaker.py`` measures how well they do).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from trio.testing import MockClock
 from actors import ActorError, Code
 from actors.testing import capture_events
 from supervisors import Breaker, BreakerConfig
-from supervisors.breaker import DEFAULT_COOLDOWNS, Admission, model_key
+from supervisors.resilience.breaker import DEFAULT_COOLDOWNS, Admission, model_key
 from supervisors.state import BreakerSnapshot, MemoryState, Transition
 from supervisors.state.base import BreakerState
 

@@ -127,9 +127,9 @@ def test_direct_calls_on_module_loggers_are_reported(tmp_path: Path) -> None:
                     def stop(self) -> None:
                         _log.debug("actor.stopped", reason="done")
             """,
-            "supervisors/retry.py": """
+            "supervisors/resilience/retry.py": """
                 from actors import get_logger
-                _log = log = get_logger("supervisors.retry")
+                _log = log = get_logger("supervisors.resilience.retry")
                 log.info("retry.scheduled")
                 _log.error("e"); _log.exception("x"); _log.critical("c"); _log.log(10, "l")
             """,
@@ -145,11 +145,11 @@ def test_direct_calls_on_module_loggers_are_reported(tmp_path: Path) -> None:
         "actors/cell.py:10: _log.warning(EventName.ACTOR_CRASHED, ...)",
         "actors/cell.py:11: _raw.msg('plain')",
         "actors/cell.py:15: _log.debug('actor.stopped', ...)",
-        "supervisors/retry.py:4: log.info('retry.scheduled')",
-        "supervisors/retry.py:5: _log.critical('c')",
-        "supervisors/retry.py:5: _log.error('e')",
-        "supervisors/retry.py:5: _log.exception('x')",
-        "supervisors/retry.py:5: _log.log(10, ...)",
+        "supervisors/resilience/retry.py:4: log.info('retry.scheduled')",
+        "supervisors/resilience/retry.py:5: _log.critical('c')",
+        "supervisors/resilience/retry.py:5: _log.error('e')",
+        "supervisors/resilience/retry.py:5: _log.exception('x')",
+        "supervisors/resilience/retry.py:5: _log.log(10, ...)",
         "supervisors/state/memory.py:5: _log.info('deep')",
     ]
 

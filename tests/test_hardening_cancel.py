@@ -14,7 +14,7 @@ from trio.testing import MockClock
 from actors import Actor, ActorError, Code, open_runtime
 from actors.testing import capture_events
 from supervisors import Backoff, ChildSpec, Policy, open_tree
-from supervisors.policy import Directive
+from supervisors.tree.policy import Directive
 from tests.sup_helpers import SleepyTool, SpyPolicy, tree_spec
 
 STOPS: list[tuple[str, str]] = []

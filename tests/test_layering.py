@@ -36,7 +36,7 @@ def _report(found: list[str]) -> str:
 def test_the_scan_sees_the_real_tree() -> None:
     graph = module_graph(ROOT)
     assert {"actors.errors", "actors.runtime", "actors.observe"} <= graph["actors"]
-    assert {"actors", "actors.lowlevel"} <= graph["supervisors.tree"]
+    assert {"actors", "actors.lowlevel"} <= graph["supervisors.tree.open"]
     assert "actors.testing.chaos.server" in graph
 
 

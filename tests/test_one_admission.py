@@ -29,7 +29,11 @@ PACKAGES = ("actors", "supervisors")
 PRIMITIVE = "supervisors/resilience/attempt.py"
 #: Modules whose classes define the admission methods (``self.`` calls allowed there).
 DEFINING = frozenset(
-    {"supervisors/breaker.py", "supervisors/ratelimit.py", "supervisors/budget.py"}
+    {
+        "supervisors/resilience/breaker.py",
+        "supervisors/resilience/ratelimit.py",
+        "supervisors/resilience/budget.py",
+    }
 )
 #: Admission wherever called.
 ADMISSION = frozenset(
@@ -127,16 +131,18 @@ def test_a_synthetic_snippet_is_flagged_call_by_call() -> None:
 
 def test_defining_modules_may_build_on_their_own_methods_only() -> None:
     tree = ast.parse(SNIPPET)
-    flagged = [line.split(" ", 1)[1] for line in admission_calls("supervisors/breaker.py", tree)]
+    flagged = [
+        line.split(" ", 1)[1] for line in admission_calls("supervisors/resilience/breaker.py", tree)
+    ]
     assert "self.admit_or_refuse" not in flagged  # its own method, through self
     assert "self.breaker.admit_or_refuse" in flagged  # another object's, even there
     assert admission_calls(PRIMITIVE, tree) == []
 
 
 def test_a_new_call_elsewhere_fails_the_check() -> None:
-    source = (ROOT / "supervisors/resilient.py").read_text(encoding="utf-8")
-    assert admission_calls("supervisors/resilient.py", ast.parse(source)) == []
+    source = (ROOT / "supervisors/resilience/resilient.py").read_text(encoding="utf-8")
+    assert admission_calls("supervisors/resilience/resilient.py", ast.parse(source)) == []
     added = source + "\n\nasync def sneaky(limiter):\n    return limiter.acquire_fast('x')\n"
-    assert admission_calls("supervisors/resilient.py", ast.parse(added)) == [
-        f"supervisors/resilient.py:{len(added.splitlines())} limiter.acquire_fast"
+    assert admission_calls("supervisors/resilience/resilient.py", ast.parse(added)) == [
+        f"supervisors/resilience/resilient.py:{len(added.splitlines())} limiter.acquire_fast"
     ]

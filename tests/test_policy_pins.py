@@ -1,7 +1,7 @@
-"""Pins of supervisors.policy: every default row, the severity order, the lookup edges.
+"""Pins of supervisors.tree.policy: every default row, the severity order, the lookup edges.
 
 Each test fails if one table entry, one default or one validation message changes
-(``make mutate MODULE=supervisors/policy.py`` measures how well they do).
+(``make mutate MODULE=supervisors/tree/policy.py`` measures how well they do).
 """
 
 from __future__ import annotations

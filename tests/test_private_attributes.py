@@ -34,9 +34,7 @@ def owners(sources: dict[str, ast.Module]) -> dict[str, set[str]]:
             if not isinstance(cls, ast.ClassDef) or _is_protocol(cls):
                 continue
             for node in ast.walk(cls):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _private(
-                    node.name
-                ):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _private(node.name):
                     found[node.name].add(module)
                 elif (
                     isinstance(node, ast.Attribute)

@@ -1,7 +1,7 @@
-"""Pins of supervisors.retry: the default rules, the deadline's edges, what is passed on.
+"""Pins of supervisors.resilience.retry: the default rules, the deadline's edges, what is passed on.
 
 Each test fails if one default, one schedule, one boundary or one piece of context
-changes (``make mutate MODULE=supervisors/retry.py`` measures how well they do).
+changes (``make mutate MODULE=supervisors/resilience/retry.py`` measures how well they do).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from trio.testing import MockClock
 from actors import ActorError, Code
 from actors.testing import capture_events
 from supervisors import DEFAULT_RETRY, Backoff, RetryPolicy, RetryRules, retrying
-from supervisors.retry import (
+from supervisors.resilience.retry import (
     RATE_LIMITED_POLICY,
     STORE_POLICY,
     TRANSIENT_POLICY,

@@ -18,7 +18,7 @@ from actors import ActorError, Code
 from actors.events import BreakerTransition
 from actors.testing import capture_events
 from supervisors import Breaker, BreakerConfig, RateLimit, RateLimiter
-from supervisors.budget import Budget, BudgetLimits
+from supervisors.resilience.budget import Budget, BudgetLimits
 from supervisors.state import BucketSpec, RedisState, open_redis_state
 from tests.redis_server import RedisServer
 

@@ -1,4 +1,4 @@
-"""A child's one state field (``supervisors.children.Status``), pinned: the public state
+"""A child's one state field (``supervisors.tree.children.Status``), pinned: the public state
 each maps onto, which count as live, who ended an incarnation, and the transitions."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from actors import Actor, ActorError, Code
 from supervisors import ChildSpec, ChildState
-from supervisors.children import LIVE, TRANSITIONS, Child, Children, EndedBy, Status
+from supervisors.tree.children import LIVE, TRANSITIONS, Child, Children, EndedBy, Status
 
 
 class _Idle(Actor):

@@ -1,4 +1,4 @@
-"""The restart-intensity window as a pure part: ``supervisors.intensity.add_restart``.
+"""The restart-intensity window as a pure part: ``supervisors.tree.intensity.add_restart``.
 
 Boundaries pinned here: a stamp exactly ``period`` old still counts, intensity 0 allows
 nothing, 1 allows one restart per period, many expire at once, and the input window is
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors import ActorError, Code
-from supervisors.intensity import (
+from supervisors.tree.intensity import (
     EMPTY_WINDOW,
     TIME_TOLERANCE,
     RestartStamp,

@@ -1,6 +1,6 @@
 """Every entry of the strategy tables, pinned: a change to any one of them fails here.
 
-``supervisors.strategy`` is pure, so these are plain lookups; the behaviour they drive is
+``supervisors.tree.strategy`` is pure, so these are plain lookups; the behaviour they drive is
 tested through the public API in ``test_supervisor_strategies.py`` and friends.
 """
 
@@ -13,8 +13,8 @@ import pytest
 
 from actors.lowlevel import AfterCrash, ExitKind
 from supervisors import Directive
-from supervisors.spec import AutoShutdown, RestartType, Strategy
-from supervisors.strategy import (
+from supervisors.tree.spec import AutoShutdown, RestartType, Strategy
+from supervisors.tree.strategy import (
     AFTER_CRASH,
     ON_DIRECTIVE,
     ON_EXIT,

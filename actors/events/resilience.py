@@ -1,5 +1,5 @@
 """Resilience records: retries, circuit-breaker transitions, budget warnings and pauses
-(:mod:`supervisors.retry`, :mod:`supervisors.breaker`, :mod:`supervisors.budget`)."""
+(``retry``, ``breaker`` and ``budget`` of :mod:`supervisors.resilience`)."""
 
 from __future__ import annotations
 

@@ -43,12 +43,9 @@ import trio
 
 from actors import ActorError, Code, Usage
 from actors.providers import LlmRequest, LlmResponse
-from supervisors.breaker import Breaker
-from supervisors.budget import Budget
 from supervisors.pool.chain import Chain, Slot
 from supervisors.pool.ledger import Attempt, Ledger, Outcome
 from supervisors.pool.target import Target, request_for
-from supervisors.ratelimit import RateLimiter
 from supervisors.resilience.attempt import (
     CutOff,
     Ended,
@@ -57,6 +54,9 @@ from supervisors.resilience.attempt import (
     TurnedAway,
     attempt,
 )
+from supervisors.resilience.breaker import Breaker
+from supervisors.resilience.budget import Budget
+from supervisors.resilience.ratelimit import RateLimiter
 
 #: What an attempt that did not answer gives the chain.
 Failure = TurnedAway | CutOff | ActorError

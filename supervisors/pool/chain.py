@@ -31,10 +31,10 @@ from typing import Final
 from actors import ActorError, Code
 from actors.events import RetryScheduled
 from actors.lowlevel import emit
-from supervisors.breaker import open_error
 from supervisors.pool.routing import Move, move_for
 from supervisors.pool.target import Target
-from supervisors.retry import RetryPolicy, next_delay
+from supervisors.resilience.breaker import open_error
+from supervisors.resilience.retry import RetryPolicy, next_delay
 
 #: The shortest block a refusal imposes (seconds): a refusal never lets the same slot be
 #: asked again in the same instant.

@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 import trio
 
 from actors.providers import LlmRequest
-from supervisors.breaker import Breaker
 from supervisors.pool.attempt import Attempter, Bookkeeper, Run
 from supervisors.pool.chain import Chain
 from supervisors.pool.target import Target
-from supervisors.ratelimit import RateLimiter
+from supervisors.resilience.breaker import Breaker
+from supervisors.resilience.ratelimit import RateLimiter
 
 #: What :meth:`FastPath.first` found: the first attempt's bookkeeper (its target), or
 #: ``None`` when the walk starts at once; the skipped targets, by position, with their

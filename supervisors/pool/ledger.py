@@ -35,7 +35,7 @@ import attrs
 from actors import Code, Usage
 from actors.events import PoolAttempt, PoolAttemptFailed
 from actors.lowlevel import emit, enabled
-from supervisors.budget import Price, cost_of
+from supervisors.resilience.budget import Price, cost_of
 
 Outcome = Literal["ok", "failed", "partial", "cancelled"]
 _K = TypeVar("_K")

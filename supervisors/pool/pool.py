@@ -43,7 +43,6 @@ from actors import ActorError, Code
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
-from supervisors.budget import Budget, Price
 from supervisors.pool.attempt import Attempter, Failure, Run, apply, failure_of
 from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
@@ -64,7 +63,8 @@ from supervisors.pool.stream import PoolStream, streaming
 from supervisors.pool.target import Target, expand, request_for
 from supervisors.resilience.attempt import Replied
 from supervisors.resilience.attempt import attempt as attempt_once
-from supervisors.resilient import Resilience
+from supervisors.resilience.budget import Budget, Price
+from supervisors.resilience.resilient import Resilience
 
 
 class _PoolDefault:

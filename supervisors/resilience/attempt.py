@@ -72,9 +72,9 @@ import attrs
 import trio
 
 from actors import ActorError, Code, Usage, classify
-from supervisors.breaker import Admission, Breaker
-from supervisors.budget import Budget
-from supervisors.ratelimit import Permit, RateLimiter
+from supervisors.resilience.breaker import Admission, Breaker
+from supervisors.resilience.budget import Budget
+from supervisors.resilience.ratelimit import Permit, RateLimiter
 
 #: What refused an attempt.
 RefusedBy = Literal["budget", "limiter", "breaker"]

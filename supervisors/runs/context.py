@@ -11,8 +11,8 @@ from actors.providers import Message
 
 if TYPE_CHECKING:
     from actors.tools import Checker
-    from supervisors.budget import Budget
     from supervisors.pool import ProviderPool
+    from supervisors.resilience.budget import Budget
     from supervisors.runs.graph import Node
     from supervisors.tools import Tools
 

@@ -51,10 +51,10 @@ from actors.events import (
 )
 from actors.lowlevel import cancel_in_effect, cancellation_reason
 from actors.nodes import NodeCall
-from supervisors.breaker import Breaker
-from supervisors.budget import Budget, Dimension
 from supervisors.resilience.attempt import Replied, TurnedAway
 from supervisors.resilience.attempt import attempt as attempt_once
+from supervisors.resilience.breaker import Breaker
+from supervisors.resilience.budget import Budget, Dimension
 from supervisors.runs.commit import outcome_of
 from supervisors.runs.context import NodeContext
 from supervisors.runs.graph import UNHANDLED, Approval, Node

@@ -43,7 +43,7 @@ from actors.journal import (
     entry_of,
     record_of,
 )
-from supervisors.budget import BudgetLimits
+from supervisors.resilience.budget import BudgetLimits
 from supervisors.runs.conditions import Condition
 from supervisors.runs.graph import Workflow
 from supervisors.runs.journal.journal import Journal

@@ -16,19 +16,19 @@ import trio
 from actors import ActorError, Code
 from actors.lowlevel import cancel_in_effect
 from actors.nodes import NodeRunner
-from supervisors.breaker import Breaker, BreakerConfig
-from supervisors.budget import Budget
-from supervisors.policy import RESTART_ON_ANY_CRASH
 from supervisors.pool import ProviderPool
+from supervisors.resilience.breaker import Breaker, BreakerConfig
+from supervisors.resilience.budget import Budget
 from supervisors.runs.engine import Engine
 from supervisors.runs.graph import Node, Workflow
 from supervisors.runs.plan import Plan
 from supervisors.runs.progress import Progress
 from supervisors.runs.run import Run
-from supervisors.spec import ChildSpec, SupervisorSpec
-from supervisors.supervisor import Supervisor
 from supervisors.tools import Tools
 from supervisors.tools.entry import Workers
+from supervisors.tree.policy import RESTART_ON_ANY_CRASH
+from supervisors.tree.spec import ChildSpec, SupervisorSpec
+from supervisors.tree.supervisor import Supervisor
 
 #: Compiled workflows kept (workflows made on the fly: the cache stays bounded).
 PLANS_KEPT = 256

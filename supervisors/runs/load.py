@@ -80,7 +80,6 @@ from cattrs.v import format_exception
 
 from actors import ActorError, Code
 from actors.tools import ALL, NONE, Grants
-from supervisors.backoff import Backoff
 from supervisors.runs.conditions import Condition
 from supervisors.runs.graph import (
     Agent,
@@ -93,6 +92,7 @@ from supervisors.runs.graph import (
     Workflow,
 )
 from supervisors.runs.node_policy import NodeBreaker, NodeRetry
+from supervisors.tree.backoff import Backoff
 
 
 @attrs.frozen(kw_only=True)

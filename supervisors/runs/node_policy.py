@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from actors import ActorError, Code
-from supervisors.backoff import Backoff
+from supervisors.tree.backoff import Backoff
 
 
 def problem(field: str, text: str) -> ActorError:

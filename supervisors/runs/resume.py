@@ -20,7 +20,7 @@ import trio
 from actors import ActorError, Code
 from actors.events import JournalAdoptFailed, RunNotResumed
 from actors.lowlevel import emit
-from supervisors.budget import Budget, Price
+from supervisors.resilience.budget import Budget, Price
 from supervisors.runs.graph import Workflow
 from supervisors.runs.journal.journal import Journal
 from supervisors.runs.journal.policy import Leases

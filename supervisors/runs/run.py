@@ -24,7 +24,7 @@ from actors.events import (
 )
 from actors.events import BudgetWarning as BudgetWarningRecord
 from actors.lowlevel import emit
-from supervisors.budget import BudgetLimits, BudgetRequest
+from supervisors.resilience.budget import BudgetLimits, BudgetRequest
 from supervisors.runs.kinds import NOTHING
 
 if TYPE_CHECKING:

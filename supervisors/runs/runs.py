@@ -27,9 +27,8 @@ import trio
 from actors import ActorError, Code
 from actors.journal import RunHeader, dumps
 from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
-from supervisors.budget import Budget, BudgetLimits, Price
-from supervisors.policy import STOP_ON_ANY_CRASH
 from supervisors.pool import ProviderPool
+from supervisors.resilience.budget import Budget, BudgetLimits, Price
 from supervisors.runs.graph import Workflow
 from supervisors.runs.journal.journal import Journal
 from supervisors.runs.journaled import RunJournal, definition_of, limits_json
@@ -39,10 +38,11 @@ from supervisors.runs.progress import Progress
 from supervisors.runs.resume import adopt_forever, resume_run, resume_unfinished
 from supervisors.runs.run import Run, RunOutcome
 from supervisors.runs.shutdown import Shutdown, ShutdownSummary, checked, shut_down
-from supervisors.spec import ChildSpec, SupervisorSpec
-from supervisors.supervisor import Supervisor
 from supervisors.tools import Tools
 from supervisors.tree import Tree
+from supervisors.tree.policy import STOP_ON_ANY_CRASH
+from supervisors.tree.spec import ChildSpec, SupervisorSpec
+from supervisors.tree.supervisor import Supervisor
 
 _IDS = itertools.count(1)
 

@@ -15,7 +15,7 @@ import trio
 
 from actors import ActorError, ActorRef, Code, classify
 from actors.tools import Checker, Grants, Partial, ToolInfo, ToolResult, compile_schema
-from supervisors.retry import RetryPolicy, next_delay
+from supervisors.resilience.retry import RetryPolicy, next_delay
 
 #: Numbers of the ``call-N`` keys.
 KEYS: Final = itertools.count(1)

@@ -49,7 +49,7 @@ from actors.tools import (
     ToolResult,
     info_of,
 )
-from supervisors.retry import RetryPolicy
+from supervisors.resilience.retry import RetryPolicy
 from supervisors.tools.entry import (
     Call,
     ToolEntry,

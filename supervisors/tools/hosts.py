@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.tools import ToolGroup, ToolHost
-from supervisors.policy import RESTART_ON_ANY_CRASH, Policy
-from supervisors.spec import ChildSpec
 from supervisors.tools.entry import config_error
+from supervisors.tree.policy import RESTART_ON_ANY_CRASH, Policy
+from supervisors.tree.spec import ChildSpec
 
 
 def host_ids(source: Any) -> list[str]:

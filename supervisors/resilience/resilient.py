@@ -43,11 +43,11 @@ import trio
 
 from actors import ActorRef
 from actors.lowlevel import DEFAULT_CALL_TIMEOUT
-from supervisors.breaker import Breaker
-from supervisors.budget import Budget
-from supervisors.ratelimit import RateLimiter
 from supervisors.resilience.attempt import Replied, UsageOf, attempt
-from supervisors.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retry_failed
+from supervisors.resilience.breaker import Breaker
+from supervisors.resilience.budget import Budget
+from supervisors.resilience.ratelimit import RateLimiter
+from supervisors.resilience.retry import DEFAULT_RETRY, RetryPolicy, RetryRules, retry_failed
 
 
 class Resilience:

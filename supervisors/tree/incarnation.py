@@ -3,7 +3,7 @@
 Every start of a child (:meth:`Incarnations.start`; in order at the supervisor's start,
 :meth:`Incarnations.start_all`; for the dynamic API, :meth:`Incarnations.start_dynamic`)
 spawns one task in the supervisor's nursery
-(:func:`~supervisors._start.start_soon_and_wait`), with a :class:`Starter` to resolve:
+(:func:`~supervisors.tree.start.start_soon_and_wait`), with a :class:`Starter` to resolve:
 
 * :meth:`Incarnations.run_actor` — a worker's incarnations. A crash decided ``restart``
   with no backoff under ``one_for_one`` restarts in place, in this task (the decision,
@@ -32,11 +32,11 @@ import trio
 from actors import ActorError, Code, Runtime
 from actors.events import ChildStarted
 from actors.lowlevel import AfterCrash, Exit, ExitKind, Supervision, emit, enabled
-from supervisors._start import Starter, start_soon_and_wait
-from supervisors.children import Child, Children, EndedBy, Status
-from supervisors.policy import Directive
-from supervisors.spec import Strategy
-from supervisors.strategy import restarts_in_place
+from supervisors.tree.children import Child, Children, EndedBy, Status
+from supervisors.tree.policy import Directive
+from supervisors.tree.spec import Strategy
+from supervisors.tree.start import Starter, start_soon_and_wait
+from supervisors.tree.strategy import restarts_in_place
 
 
 class StartedSignal:

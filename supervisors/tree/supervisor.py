@@ -1,12 +1,12 @@
 """Supervisor trees: OTP semantics, directives by error class, cancellation always wins.
 
 ``docs/supervision.md`` is the specification. The parts, along OTP's ``supervisor.erl``
-seams: :mod:`supervisors.intensity` (the restart window), :mod:`supervisors.strategy`
-(the tables), :mod:`supervisors.children` (one-field states), :mod:`supervisors.incarnation`
-(incarnation tasks, the exit queue), :mod:`supervisors.decision` (the policy on a failure)
-and :mod:`supervisors.cancel` (the subtree's cancel: whether a scope *around* the tree
-was cancelled is decided there alone). :class:`Supervisor` keeps the public API and the
-loop: it handles one exit at a time, looks up what it means, and carries it out.
+seams, are the other modules of :mod:`supervisors.tree`: ``intensity`` (the restart
+window), ``strategy`` (the tables), ``children`` (one-field states), ``incarnation``
+(incarnation tasks, the exit queue), ``decision`` (the policy on a failure) and
+``cancel`` (the subtree's cancel: whether a scope *around* the tree was cancelled is
+decided there alone). :class:`Supervisor` keeps the public API and the loop: it handles
+one exit at a time, looks up what it means, and carries it out.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from actors.lowlevel import (
     emit,
     run_to_completion,
 )
-from supervisors.cancel import CancelState
-from supervisors.children import Child, ChildInfo, Children, ChildState, EndedBy, Status
-from supervisors.decision import Decider
-from supervisors.incarnation import ExitQueue, Incarnations
-from supervisors.intensity import EMPTY_WINDOW
-from supervisors.policy import Directive
-from supervisors.spec import ChildSpec, SupervisorSpec
-from supervisors.strategy import ON_DIRECTIVE, ON_EXIT, RESTARTABLE, Outcome, shuts_down
+from supervisors.tree.cancel import CancelState
+from supervisors.tree.children import Child, ChildInfo, Children, ChildState, EndedBy, Status
+from supervisors.tree.decision import Decider
+from supervisors.tree.incarnation import ExitQueue, Incarnations
+from supervisors.tree.intensity import EMPTY_WINDOW
+from supervisors.tree.policy import Directive
+from supervisors.tree.spec import ChildSpec, SupervisorSpec
+from supervisors.tree.strategy import ON_DIRECTIVE, ON_EXIT, RESTARTABLE, Outcome, shuts_down
 
 __all__ = ["ChildInfo", "ChildState", "Supervisor"]
 

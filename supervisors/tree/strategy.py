@@ -23,8 +23,8 @@ from typing import Final
 import attrs
 
 from actors.lowlevel import AfterCrash, ExitKind
-from supervisors.policy import Directive
-from supervisors.spec import AutoShutdown, RestartType, Strategy
+from supervisors.tree.policy import Directive
+from supervisors.tree.spec import AutoShutdown, RestartType, Strategy
 
 
 class Outcome(enum.StrEnum):

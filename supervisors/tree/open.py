@@ -9,8 +9,8 @@ import trio
 
 from actors import ActorError, ActorRef, Runtime, open_runtime
 from actors.lowlevel import cancel_in_effect, open_nursery_unwrapped
-from supervisors.spec import SupervisorSpec
-from supervisors.supervisor import ChildInfo, Supervisor
+from supervisors.tree.spec import SupervisorSpec
+from supervisors.tree.supervisor import ChildInfo, Supervisor
 
 
 @asynccontextmanager

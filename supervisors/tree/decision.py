@@ -8,7 +8,7 @@ place) to carry out:
    ``error.suppressed`` and ``None`` returned;
 2. the directive — forced by the caller (a permanent child's normal exit restarts without
    the policy), else the child's policy, the supervisor's, the defaults; none: ``stop``;
-3. a ``restart`` counts in the intensity window (:func:`~supervisors.intensity.add_restart`)
+3. a ``restart`` counts in the intensity window (:func:`~supervisors.tree.intensity.add_restart`)
    and gets the child's backoff delay; past the limit it becomes ``escalate`` with
    ``restart_intensity_exceeded``;
 4. the ``supervisor.decision`` event; an ``abort`` cancels the tree at this instant,
@@ -27,12 +27,12 @@ import trio
 from actors import ActorError, Code
 from actors.events import ErrorSuppressed, SupervisorDecision
 from actors.lowlevel import AfterCrash, emit
-from supervisors.cancel import CancelState
-from supervisors.children import Child, Decision, Status
-from supervisors.intensity import EMPTY_WINDOW, RestartStamp, add_restart, intensity_exceeded
-from supervisors.policy import Directive, directive_for
-from supervisors.spec import SupervisorSpec
-from supervisors.strategy import AFTER_CRASH, RESTARTABLE
+from supervisors.tree.cancel import CancelState
+from supervisors.tree.children import Child, Decision, Status
+from supervisors.tree.intensity import EMPTY_WINDOW, RestartStamp, add_restart, intensity_exceeded
+from supervisors.tree.policy import Directive, directive_for
+from supervisors.tree.spec import SupervisorSpec
+from supervisors.tree.strategy import AFTER_CRASH, RESTARTABLE
 
 
 class Root(Protocol):

@@ -38,10 +38,10 @@ import trio
 from actors import ActorError, ActorRef, Code, Runtime
 from actors.events import ChildStopped
 from actors.lowlevel import DEFAULT_CLEANUP_BUDGET, ActorCell, CellState, Supervision, emit, enabled
-from supervisors.backoff import Backoff
-from supervisors.policy import Directive
-from supervisors.spec import ChildSpec, Strategy
-from supervisors.strategy import rejoins, restart_plan
+from supervisors.tree.backoff import Backoff
+from supervisors.tree.policy import Directive
+from supervisors.tree.spec import ChildSpec, Strategy
+from supervisors.tree.strategy import rejoins, restart_plan
 
 
 class ChildState(enum.StrEnum):
@@ -354,7 +354,7 @@ class Children:
             self.remove(child)
 
     def restart_group(self, strategy: Strategy, child: Child) -> tuple[list[Child], list[Child]]:
-        """For a restart of ``child`` (:func:`~supervisors.strategy.restart_plan`): the
+        """For a restart of ``child`` (:func:`~supervisors.tree.strategy.restart_plan`): the
         siblings to stop, in reverse start order, and the group to start, in order."""
         if child not in self._order:
             return [], [child]  # gone meanwhile (a cancelled start_child): its start skips it

@@ -45,7 +45,6 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from actors import Actor, ActorError, Code
 from actors.lowlevel import DEFAULT_CAPACITY, Overflow
-from supervisors.backoff import Backoff
 from supervisors.checks import (
     CHECK,
     Check,
@@ -64,7 +63,8 @@ from supervisors.checks import (
     str_keyed_mapping,
 )
 from supervisors.checks import shown as _show
-from supervisors.policy import Policy
+from supervisors.tree.backoff import Backoff
+from supervisors.tree.policy import Policy
 
 RestartType = Literal["permanent", "transient", "temporary"]
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]

@@ -46,7 +46,7 @@ import trio
 from actors import ActorError, Code, classify
 from actors.events import RetryScheduled
 from actors.lowlevel import emit
-from supervisors.backoff import Backoff
+from supervisors.tree.backoff import Backoff
 
 T = TypeVar("T")
 
