@@ -29,8 +29,9 @@ from supervisors.tree.decision import Decider
 from supervisors.tree.incarnation import ExitQueue, Incarnations
 from supervisors.tree.intensity import EMPTY_WINDOW
 from supervisors.tree.policy import Directive
+from supervisors.tree.restarts import Restarts
 from supervisors.tree.spec import ChildSpec, SupervisorSpec
-from supervisors.tree.strategy import ON_DIRECTIVE, ON_EXIT, RESTARTABLE, Outcome, shuts_down
+from supervisors.tree.strategy import ON_DIRECTIVE, ON_EXIT, Outcome, shuts_down
 
 __all__ = ["ChildInfo", "ChildState", "Supervisor"]
 
@@ -67,6 +68,15 @@ class Supervisor:
             exits=self._exits,
         )
         self._lock = trio.Lock()
+        self._restarts = Restarts(
+            children=self.children,
+            strategy=spec.strategy,
+            incarnations=self._incarnations,
+            settle=self._decider.settle,
+            lock=self._lock,
+            nursery=lambda: self._nursery,
+            carry_out=self._run_pending,
+        )
         self._nursery: trio.Nursery | None = None  # while it runs
         self._failure: ActorError | None = None  # it gives up with this error
         self._shutdown_requested = False
@@ -238,7 +248,7 @@ class Supervisor:
         error = decision.error
         outcome = ON_DIRECTIVE[decision.directive, child.spec.restart]
         if outcome is Outcome.RESTART:
-            await self._restart(child, decision.delay)
+            await self._restarts.restart(child, decision.delay)
         elif outcome is Outcome.ESCALATE:
             emit(SupervisorEscalated(supervisor=self.path, child=child.id, error=error))
             # Not closed: if our parent restarts us, this child's address and queue stay.
@@ -249,49 +259,6 @@ class Supervisor:
             child.move(Status.STOPPED)  # the tree was aborted when this was decided
         else:
             self._down(child, f"crashed:{error.code}", outcome)
-
-    async def _restart(self, child: Child, delay: float) -> None:
-        """Restart per strategy: stop affected siblings now, start them after ``delay``."""
-        siblings, group = self.children.restart_group(self.spec.strategy, child)
-        for sibling in siblings:
-            if sibling.live:
-                await sibling.stop(f"restart:{child.id}")
-                if not RESTARTABLE[sibling.spec.restart]:
-                    self.children.stopped_for_good(sibling, f"restart:{child.id}")
-        for member in (m for m in group if not m.live):
-            member.move(Status.BACKING_OFF if delay > 0 else Status.RESTARTING)
-        if delay > 0:
-            assert self._nursery is not None
-            self._nursery.start_soon(self._restart_later, group, delay)
-        else:
-            await self._start_group(group)  # at once, in our own task (we hold the lock)
-
-    async def _restart_later(self, group: list[Child], delay: float) -> None:
-        """Sleep the backoff (cancellable), then start the group under the lock."""
-        await trio.sleep(delay)
-        async with self._lock:
-            await self._start_group(group)
-
-    async def _start_group(self, group: list[Child]) -> None:
-        """Start ``group`` in order (:meth:`Incarnations.start_group`); a start that
-        raises counts as a failure of its own."""
-        nursery = self._nursery
-        assert nursery is not None
-        failed = await self._incarnations.start_group(nursery, group)
-        if failed is not None:
-            member, err = failed
-            member.move(Status.RESTARTING)  # until the pending decision is carried out
-            self._decider.settle(member, err)
-            # In a task of its own: with no backoff, repeated start failures would
-            # otherwise recurse (bounded only by the intensity).
-            nursery.start_soon(self._run_pending_locked, member)
-
-    async def _run_pending_locked(self, child: Child) -> None:
-        async with self._lock:
-            if child.status is Status.STOPPED:
-                child.pending = None  # terminated while this waited: it stays down
-            elif child.pending is not None:
-                await self._run_pending(child)
 
     def _down(self, child: Child, reason: str, outcome: Outcome) -> None:
         """``child`` stays down for good; its own exit (``EXITED``) may end us."""
