@@ -47,7 +47,50 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tests(*patterns: str) -> tuple[str, ...]:
+    """The test files matching ``patterns`` (globs under ``tests/``), in path order."""
+    found = {f"tests/{p.name}" for pattern in patterns for p in (_ROOT / "tests").glob(pattern)}
+    return tuple(sorted(found))
+
+
+_POOL = _tests("test_pool_*.py")
+_TOOLS = _tests("test_tools_*.py", "test_tool_schema.py")
+_RUNS = _tests("test_runs_*.py", "test_journal_runs.py", "test_docs_runs_example.py")
+_JOURNAL = _tests(
+    "test_journal_store.py",
+    "test_journal_runs.py",
+    "test_journal_hostile.py",
+    "test_journal_corrupt.py",
+    "test_journal_moved.py",
+    "test_journal_leases_unit.py",
+    "test_journal_leases.py",
+)
+_STATE = _tests("test_state_*.py", "test_breaker_pins.py", "test_ratelimit.py", "test_budget.py")
+_RESILIENCE = _tests(
+    "test_resilient.py",
+    "test_resilience_*.py",
+    "test_budget.py",
+    "test_ratelimit.py",
+    "test_one_admission.py",
+)
+_TREE = _tests("test_supervisor_*.py", "test_spec_validation.py", "test_hardening_*.py")
+
+#: Modules measured with a package's whole test set (a row of their own overrides it).
+_BY_PACKAGE: Final = {
+    "supervisors/pool/": _POOL,
+    "supervisors/tools/": _TOOLS,
+    "supervisors/runs/journal/": _JOURNAL,
+    "supervisors/runs/": _RUNS,
+    "supervisors/state/": _STATE,
+    "actors/journal/": _JOURNAL,
+    "supervisors/resilience/": _RESILIENCE,
+    "supervisors/tree/": _TREE,
+}
+
+_EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
     "actors/classify.py": (
         "tests/test_classify_conformance.py",
         "tests/test_classify_exceptions.py",
@@ -161,6 +204,15 @@ TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_resilience_hardening.py",
         "tests/test_retry_pins.py",
     ),
+}
+TESTS_BY_MODULE: Final[Mapping[str, tuple[str, ...]]] = {
+    **{
+        str(path.relative_to(_ROOT)): tests
+        for prefix, tests in _BY_PACKAGE.items()
+        for path in sorted((_ROOT / prefix).glob("*.py"))
+        if path.name != "__init__.py"
+    },
+    **_EXPLICIT,  # a module's own row is narrower than its package's
 }
 """Module (path from the repository root) → the test files that exercise it."""
 
@@ -313,9 +365,9 @@ def selected(prefixes: Sequence[str]) -> list[str]:
     return chosen
 
 
-def score_row(module: str, report: str) -> str:
+def score_row(module: str, report: str, revision: str) -> str:
     """One Markdown row from :func:`mutate`'s report: module, tests, score, survivors,
-    run time."""
+    run time, the revision measured."""
     first = report.splitlines()[0]  # "<module>: k/n (p %) killed[, t of them by timeout]"
     score = first.split(": ", 1)[1].removesuffix(" killed").split(" killed,")[0]
     survivors = sum(1 for line in report.splitlines() if line.startswith("  "))
@@ -324,19 +376,18 @@ def score_row(module: str, report: str) -> str:
         "?",
     )
     tests = ", ".join(Path(t).stem for t in TESTS_BY_MODULE[module])
-    return f"| `{module}` | {tests} | {score} | {survivors} | {took} s |"
+    return f"| `{module}` | {tests} | {score} | {survivors} | {took} s | `{revision}` |"
 
 
-def score_table(rows: Sequence[str], revision: str) -> str:
-    """The generated block: markers, a header naming the revision, the rows."""
+def score_table(rows: Sequence[str]) -> str:
+    """The generated block: markers, the header, the rows."""
     return "\n".join(
         [
             TABLE_BEGIN,
             "",
-            f"Measured on `{revision}` with `--max-children 2`.",
-            "",
-            "| module | tests (row of `TESTS_BY_MODULE`) | killed / total | survivors | run |",
-            "|---|---|---|---|---|",
+            "| module | tests (row of `TESTS_BY_MODULE`) | killed / total | survivors | run "
+            "| revision |",
+            "|---|---|---|---|---|---|",
             *rows,
             "",
             TABLE_END,
@@ -356,45 +407,44 @@ def replace_table(document: str, table: str) -> str:
 def mutate_all(prefixes: Sequence[str], *, max_children: int, write: Path | None) -> str:
     """Every selected module in turn; with ``write``, its score table regenerated from
     these runs (a failed module is a row saying so, never a stale score)."""
+    root = Path(__file__).resolve().parent.parent
+    revision = subprocess.run(
+        ["git", "describe", "--always", "--dirty"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if write is not None and TABLE_BEGIN not in write.read_text(encoding="utf-8"):
+        raise ToolError(f"{write}: no score table markers to replace")
     rows, reports = [], []
     for module in selected(prefixes):
         try:
             report = mutate(module, max_children=max_children, show=False, keep=False)
         except ToolError as error:
-            report = f"{module}: failed ({str(error).splitlines()[0]})"
-            rows.append(f"| `{module}` | — | failed: {str(error).splitlines()[0]} | — | — |")
+            first = str(error).splitlines()[0]
+            report = f"{module}: failed ({first})"
+            rows.append(f"| `{module}` | — | failed: {first} | — | — | `{revision}` |")
         else:
-            rows.append(score_row(module, report))
+            rows.append(score_row(module, report, revision))
         print(report, flush=True)
         reports.append(report)
-    if write is not None:
-        root = Path(__file__).resolve().parent.parent
-        revision = subprocess.run(
-            ["git", "describe", "--always", "--dirty"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        if write.is_file() and TABLE_BEGIN in write.read_text(encoding="utf-8"):
+        if write is not None:  # after each module: an interrupted run keeps what it measured
             document = write.read_text(encoding="utf-8")
-            if prefixes:  # a partial run keeps the other modules' rows
-                kept = _rows_outside(document, prefixes)
-                rows = sorted([*kept, *rows])
-            write.write_text(replace_table(document, score_table(rows, revision)))
-        else:
-            raise ToolError(f"{write}: no score table markers to replace")
+            done = {row.split("`")[1] for row in rows}
+            kept = [r for r in _rows_outside(document, []) if r.split("`")[1] not in done]
+            write.write_text(replace_table(document, score_table(sorted([*kept, *rows]))))
     return "\n".join(reports)
 
 
 def _rows_outside(document: str, prefixes: Sequence[str]) -> list[str]:
-    """The table rows in ``document`` of modules not under ``prefixes``."""
+    """The table rows in ``document`` of modules of the table not under ``prefixes``."""
     block = document[document.find(TABLE_BEGIN) : document.find(TABLE_END)]
     rows = []
     for line in block.splitlines():
         if line.startswith("| `"):
             module = line.split("`")[1]
-            if module in TESTS_BY_MODULE and not any(module.startswith(p) for p in prefixes):
+            if module in TESTS_BY_MODULE and not any(module.startswith(p) for p in prefixes if p):
                 rows.append(line)
     return rows
 

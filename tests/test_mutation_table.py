@@ -52,16 +52,20 @@ def test_a_row_from_a_report() -> None:
         "mutmut run took 12 s"
     )
     tests = ", ".join(Path(t).stem for t in TESTS_BY_MODULE[module])
-    assert score_row(module, report) == f"| `{module}` | {tests} | 9/10 (90.0 %) | 1 | 12 s |"
+    assert score_row(module, report, "abc123") == (
+        f"| `{module}` | {tests} | 9/10 (90.0 %) | 1 | 12 s | `abc123` |"
+    )
 
 
 def test_the_table_is_replaced_between_its_markers_only() -> None:
     document = f"intro\n{TABLE_BEGIN}\nold\n{TABLE_END}\nafter\n"
-    table = score_table(["| `a.py` | t | 1/1 (100.0 %) | 0 | 1 s |"], "abc123")
+    table = score_table(["| `a.py` | t | 1/1 (100.0 %) | 0 | 1 s | `abc123` |"])
     replaced = replace_table(document, table)
     assert replaced.startswith("intro\n" + TABLE_BEGIN)
     assert replaced.endswith(TABLE_END + "\nafter\n")
-    assert "old" not in replaced and "Measured on `abc123`" in replaced
+    assert (
+        "old" not in replaced and "| `a.py` | t | 1/1 (100.0 %) | 0 | 1 s | `abc123` |" in replaced
+    )
     with pytest.raises(ToolError, match="markers are missing"):
         replace_table("no markers", table)
 
