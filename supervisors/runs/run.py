@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from supervisors.runs.journaled import RunJournal
 
 Status = Literal["running", "completed", "failed", "cancelled"]
-Decision = Literal["approve", "deny"]
+ApprovalChoice = Literal["approve", "deny"]
 
 
 @attrs.frozen
@@ -59,7 +59,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.decided = trio.Event()
-        self.decision: tuple[Decision, str, str, BudgetLimits | None] | None = None
+        self.decision: tuple[ApprovalChoice, str, str, BudgetLimits | None] | None = None
 
 
 class Run:
@@ -267,7 +267,7 @@ class Run:
             key for key, waiting in self._pending.items() for p in waiting if p.decision is None
         )
 
-    def decide(self, node_id: str, decision: Decision, *, by: str, reason: str = "") -> None:
+    def decide(self, node_id: str, decision: ApprovalChoice, *, by: str, reason: str = "") -> None:
         """Answer the approval node ``node_id``: ``"approve"`` or ``"deny"`` (audited in
         ``approval:decided`` with ``by`` and ``reason``). ``input_validation`` when nothing
         waits under that id or the arguments are wrong."""
@@ -275,7 +275,7 @@ class Run:
 
     def decide_budget(
         self,
-        decision: Decision,
+        decision: ApprovalChoice,
         *,
         by: str,
         limits: BudgetLimits | None = None,
@@ -344,7 +344,7 @@ class Run:
 
     async def _wait_decision(
         self, key: str | None, prompt: str, timeout: float | None
-    ) -> tuple[Decision, str, str, BudgetLimits | None] | None:
+    ) -> tuple[ApprovalChoice, str, str, BudgetLimits | None] | None:
         """The decision for ``key``; ``None`` when ``timeout`` passed without one."""
         preset = self._preset.get(key) if key is not None else None
         if preset:  # decided before the run was resumed

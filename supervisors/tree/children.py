@@ -133,7 +133,7 @@ _ENDED_BY: Final[Mapping[Status, EndedBy]] = {
 
 
 @attrs.define
-class Decision:
+class PendingDecision:
     """A directive decided in the child's own task, for the loop to carry out.
 
     Never changed once built; not frozen only because one is built per decision, on
@@ -157,7 +157,7 @@ class Child:
         self.cell: ActorCell | None = None
         self.sup: Subtree | None = None
         self.done: trio.Event = trio.Event()  # set when the current incarnation ended
-        self.pending: Decision | None = None
+        self.pending: PendingDecision | None = None
 
     @property
     def id(self) -> str:

@@ -28,7 +28,7 @@ from actors import ActorError, Code
 from actors.events import ErrorSuppressed, SupervisorDecision
 from actors.lowlevel import AfterCrash, emit
 from supervisors.tree.cancel import CancelState
-from supervisors.tree.children import Child, Decision, Status
+from supervisors.tree.children import Child, PendingDecision, Status
 from supervisors.tree.intensity import EMPTY_WINDOW, RestartStamp, add_restart, intensity_exceeded
 from supervisors.tree.policy import Directive, directive_for
 from supervisors.tree.spec import SupervisorSpec
@@ -112,7 +112,7 @@ class Decider:
                     self.path, self.window, intensity=spec.max_restarts, period=spec.period
                 )
         if directive is not Directive.RESUME:
-            child.pending = Decision(directive, delay, error)
+            child.pending = PendingDecision(directive, delay, error)
         emit(
             SupervisorDecision(
                 supervisor=self.path,
