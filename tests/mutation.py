@@ -156,6 +156,14 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_hostile.py",
         "tests/test_runs_conditions.py",
     ),
+    "supervisors/runs/attempts.py": (
+        "tests/test_runs_steps.py",
+        "tests/test_runs_policy.py",
+        "tests/test_runs_cancel.py",
+        "tests/test_runs_llm.py",
+        "tests/test_runs_hostile.py",
+        "tests/test_runs_conditions.py",
+    ),
     "supervisors/runs/commit.py": (
         "tests/test_runs_steps.py",
         "tests/test_runs_conditions.py",

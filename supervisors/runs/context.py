@@ -1,10 +1,14 @@
-"""What a node's work gets: :class:`NodeContext`, and the templates of model nodes."""
+"""What a node's work gets: :class:`NodeContext`, the one callback through which an attempt
+reports its progress (:class:`Reporter`, a closed set of records), and the templates of
+model nodes."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
+
+import attrs
 
 from actors import ActorError, Code
 from actors.providers import Message
@@ -19,21 +23,47 @@ if TYPE_CHECKING:
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+@attrs.define
+class AttemptBegan:
+    """A runner took the attempt (or an approval began to wait): ``node:started`` is
+    published and the answer is ``True`` — ``False`` when the run is ending (the attempt
+    must not start)."""
+
+    ctx: NodeContext
+
+
+@attrs.define
+class WorkStarting:
+    """The attempt's work is about to start: answered once what the run published so far
+    is durable (at once without a journal), so a crash can never leave work done under an
+    execution number the journal lacks. ``False`` when the run began to end meanwhile (a
+    halt): the work must not start."""
+
+    ctx: NodeContext
+
+
+@attrs.define
+class ToolEnded:
+    """A tool call of the attempt ended with ``code`` (``"ok"`` or the error's); the answer
+    is ``True``."""
+
+    ctx: NodeContext
+    tool: str
+    index: int
+    key: str
+    code: str
+
+
+#: What an attempt reports to its run (a closed set).
+AttemptProgress: TypeAlias = AttemptBegan | WorkStarting | ToolEnded
+
+
 class Reporter(Protocol):
-    """What an attempt tells its run (the engine implements it)."""
+    """What an attempt tells its run, through one callback (the engine implements it)."""
 
-    def node_started(self, ctx: NodeContext) -> bool:
-        """The attempt begins now: ``node:started`` is published and ``True`` returned —
-        or ``False`` when the run is ending (the attempt must not start)."""
-
-    def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
-        """A tool call of the attempt ended with ``code`` (``"ok"`` or the error's)."""
-
-    async def journalled(self) -> bool:
-        """Return once what the run published so far is durable (at once without a
-        journal): a node's work starts after its ``node:started`` is on disk, so a
-        crash can never leave work done under an execution number the journal lacks.
-        ``False`` when the run began to end meanwhile (a halt): the work must not start."""
+    async def progress(self, event: AttemptProgress) -> bool:
+        """Report ``event``; the answer says whether the attempt may go on (see each
+        record)."""
 
 
 class NodeContext:

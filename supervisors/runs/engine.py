@@ -1,19 +1,19 @@
-"""The run loop: which node runs next, what a node's outcome means, how a run ends.
+"""The run loop: which node runs next, what a node's ending means for its run, how a run ends.
 
 One :class:`Engine` drives one run, in a task of its :class:`~supervisors.runs.Runs`.
 A node's attempts run on the run's node runners (:class:`~actors.nodes.NodeRunner`,
-children of the run's supervisor); approvals wait here. The rules:
+children of the run's supervisor); approvals wait in the run's own tasks. The rules:
 
 * **Scheduling.** The start nodes are ready; a node that ends makes the targets of the
   edges it followed ready (a join once all its sources are done, see
   :mod:`supervisors.runs.graph`). When one node is ready and none runs, it runs in the
   loop's own task (a chain costs no task per node); otherwise each runs in a task.
-* **A node's outcome.** Success: the updates are checked against the node's ``writes``
-  (``permission_denied``, fatal, nothing written), the conditions of its edges are
-  evaluated on the new state, then the state changes and ``node:completed`` lists what
-  follows. Failure: a ``retryable`` error that is not a limit is retried by the node's
-  :class:`~supervisors.runs.graph.NodeRetry` (``node:retrying``); then ``node:failed``,
-  and the run goes on along the edges that handle the code, or ends ``run:failed``.
+* **A node's outcome.** One execution of a node is its attempts
+  (:class:`~supervisors.runs.attempts.NodeAttempts`, which retries them and publishes
+  what each meant); it answers the targets to follow, or the error that ends the run. The
+  engine owns the run: it commits a successful attempt's updates (:meth:`Engine.commit`),
+  hears each attempt's progress through one callback (:meth:`Engine.progress`), follows
+  the targets, and ends the run.
 * **Limits.** ``max_steps`` node executions, the budget's tokens, cost and turns, and
   its wall clock (the whole run is cancelled at the deadline) end the run with
   ``turn_limit``, ``budget_exceeded`` or ``run_timeout`` — never retried, never handled.
@@ -36,12 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors import ActorError, Code, normalize
+from actors import ActorError, Code
 from actors.events import (
-    NodeCompleted,
-    NodeFailed,
-    NodeRetrying,
-    NodeSkipped,
     NodeStarted,
     RunCancelled,
     RunCompleted,
@@ -50,25 +46,20 @@ from actors.events import (
     ToolCalled,
 )
 from actors.lowlevel import cancel_in_effect, cancellation_reason
-from actors.nodes import NodeCall
-from supervisors.resilience.attempt import Replied, TurnedAway
-from supervisors.resilience.attempt import attempt as attempt_once
-from supervisors.resilience.breaker import Breaker
 from supervisors.resilience.budget import Budget, Dimension
+from supervisors.runs.attempts import NodeAttempts
 from supervisors.runs.commit import outcome_of
-from supervisors.runs.context import NodeContext
-from supervisors.runs.graph import UNHANDLED, Approval, Node
-from supervisors.runs.kinds import run_attempt
+from supervisors.runs.context import AttemptBegan, AttemptProgress, WorkStarting
+from supervisors.runs.graph import Approval, Node
 from supervisors.runs.plan import Plan
 from supervisors.runs.progress import Progress, follow, release
-from supervisors.runs.run import shown
-from supervisors.runs.values import ReadOnlyMapping
-from supervisors.tools.entry import Workers
 
 if TYPE_CHECKING:
     from supervisors.pool import ProviderPool
+    from supervisors.resilience.breaker import Breaker
     from supervisors.runs.run import Run
     from supervisors.tools import Tools
+    from supervisors.tools.entry import Workers
 
 
 class Engine:
@@ -90,11 +81,10 @@ class Engine:
         self.run = run
         self.plan = plan
         self.budget = budget
-        self.runners = runners
-        self.pools = pools
-        self.tools = tools
-        self.breaker_of = breaker_of
         self.subtree_cancel = cancel_reason
+        self.attempts = NodeAttempts(
+            self, runners=runners, pools=pools, tools=tools, breaker_of=breaker_of
+        )
         self.ready: deque[str] = deque()
         #: Node executions under way (in the loop's task or in tasks of their own).
         self.in_flight = 0
@@ -290,7 +280,9 @@ class Engine:
     async def _resume_task(self, node: str, execution: int, attempt: int, after: float) -> None:
         try:  # a retry's backoff (its Retry-After) goes on across the restart, in run time
             await trio.sleep_until(after - self.run.at_offset)
-            await self._attempts(self.plan.nodes[node], execution, attempt)
+            self.executions[node] = max(execution, self.executions.get(node, 0))
+            ended = await self.attempts.execute(self.plan.nodes[node], execution, attempt)
+            self._ended(node, ended)
         finally:
             self.in_flight -= 1
             self.wake.set()
@@ -324,187 +316,70 @@ class Engine:
                 node_id,
             )
             return
+        execution = self.executions[node_id] = self.executions.get(node_id, 0) + 1
         if not counted:
             self.in_flight += 1
         try:
-            await self._attempts(node, self.executions.get(node_id, 0) + 1)
+            self._ended(node_id, await self.attempts.execute(node, execution))
         finally:
             if not counted:
                 self.in_flight -= 1
 
-    async def _attempts(self, node: Node, execution: int, first_attempt: int = 1) -> None:
-        run, plan = self.run, self.plan
-        node_id = node.id
-        self.executions[node_id] = max(execution, self.executions.get(node_id, 0))
-        first: float | None = None  # when the execution's first attempt began
-        breaker = self.breaker_of(plan.name, node) if node.breaker is not None else None
-        attempt = first_attempt - 1
-        journaled = run.journaled
-        while True:
-            attempt += 1
-            if journaled is not None:  # nothing starts before what led to it is durable
-                await journaled.settled()
-            # Nothing starts, and no outcome counts, once the run is ending: a cancel (or
-            # the run's failure, or its deadline) that came in the same instant wins.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            ctx = self._context(node, execution, attempt)
-            try:  # the node breaker's admission, the call, its verdict (no limiter, no budget:
-                # the node's own provider calls charge the run's budget)
-                ended = await attempt_once(
-                    self._attempt_committed(node, ctx), provider=node_id, breaker=breaker
-                )
-            except BaseException:
-                if ctx.started_at is not None:  # a node still queued for a runner never ran
-                    self.interrupted[node_id] = None
-                raise
-            if type(ended) is TurnedAway:
-                self._skipped(node_id, ended.error)
-                return
-            if first is None:
-                first = ctx.started_at
-            if type(ended) is Replied:
-                updates, targets = ended.value
-                if updates:
-                    run.state = {**run.state, **updates}
-                run.publish(
-                    NodeCompleted,
-                    node_id=node_id,
-                    execution=execution,
-                    attempt=attempt,
-                    updates=updates,
-                    next=targets,
-                    duration=0.0 if first is None else trio.current_time() - first,
-                )
-                self._follow(node_id, targets)
-                return
-            outcome = ended.error  # type: ignore[union-attr]
-            error = outcome
-            if error.code is Code.CANCELLED:
-                # The subtree's cancel (an abort, a shutdown) — never the error's own text.
-                self.interrupted[node_id] = None
-                self.cancel(self.subtree_cancel() or f"node {node_id!r} was cancelled")
-                return
-            retry = node.retry
-            if error.retryable and error.code not in UNHANDLED and attempt <= retry.max_retries:
-                delay = retry.backoff.delay(attempt - 1, retry_after=error.retry_after)
-                run.publish(
-                    NodeRetrying,
-                    **shown(error),
-                    node_id=node_id,
-                    execution=execution,
-                    attempt=attempt,
-                    delay=delay,
-                )
-                run.detail(node_id, error)
-                await trio.sleep(delay)
-                continue
-            targets = plan.handlers(node_id, error.code)
-            run.publish(
-                NodeFailed,
-                **shown(error),
-                node_id=node_id,
-                execution=execution,
-                attempt=attempt,
-                handled=bool(targets),
-                next=targets,
-            )
-            run.detail(node_id, error)
-            if targets:
-                self._follow(node_id, targets)
-            else:
-                self.fail(error, node_id)
-            return
-
-    def _skipped(self, node_id: str, error: ActorError) -> None:
-        targets = self.plan.handlers(node_id, Code.CIRCUIT_OPEN)
-        self.run.publish(
-            NodeSkipped,
-            node_id=node_id,
-            code=str(error.code),
-            message=error.user_message,
-            next=targets,
-        )
-        if targets:
-            self._follow(node_id, targets)
+    def _ended(self, node_id: str, ended: tuple[str, ...] | ActorError) -> None:
+        """An execution of ``node_id`` ended: follow its targets, or end the run."""
+        if isinstance(ended, tuple):
+            self._follow(node_id, ended)
+        elif ended.code is Code.CANCELLED:
+            # The subtree's cancel (an abort, a shutdown) — never the error's own text.
+            self.interrupted[node_id] = None
+            self.cancel(self.subtree_cancel() or f"node {node_id!r} was cancelled")
         else:
-            error.node_id = node_id
-            self.fail(error, node_id)
+            self.fail(ended, node_id)
 
-    def _context(self, node: Node, execution: int, attempt: int) -> NodeContext:
-        return NodeContext(
-            run_id=self.run.run_id,
-            node=node,
-            execution=execution,
-            attempt=attempt,
-            state=ReadOnlyMapping(self.run.state),
-            budget=self.budget,
-            pool=self.pools.get(getattr(node, "pool", "")),
-            tools=self.tools.get(getattr(node, "tools", "")),
-            reporter=self,
-            checker=self.plan.checkers.get(node.id),
-        )
+    # -- what attempts report, and their commit (the RunSide protocol) --------------------
 
-    async def _attempt(self, node: Node, ctx: NodeContext) -> Any:
-        """One attempt: its updates (or pick), or its error as a value. A cancel of this
-        run propagates as ``trio.Cancelled``; a failure while the subtree is being
-        cancelled (an abort, a shutdown) is that cancel."""
-        if isinstance(node, Approval):
-            self.node_started(ctx)
-            return await self.run.wait_approval(node)
-        value, failure = await self.runners.send(NodeCall(run_attempt, ctx, node.id, node.timeout))
-        if failure is not None:
-            value = normalize(failure)
-        if isinstance(value, ActorError) and value.code is not Code.CANCELLED:
-            reason = self.subtree_cancel()
-            if reason is not None:
-                return ActorError.from_code(Code.CANCELLED, reason, cause=value)
-        return value
-
-    async def _attempt_committed(self, node: Node, ctx: NodeContext) -> Any:
-        """One attempt and its commit: ``(updates, targets)`` of a success whose updates
-        may be written, else the error as a value (the attempt's, or the commit's
-        refusal) — so that the node breaker's verdict is the commit's too. Nothing starts,
-        and no outcome counts, once the run is ending: a cancel that came in the same
-        instant wins (``trio.Cancelled``)."""
-        outcome = await self._attempt(node, ctx)
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if isinstance(outcome, ActorError):
-            return outcome
-        try:
-            updates, targets = self._outcome(node, outcome)
+    async def progress(self, event: AttemptProgress) -> bool:
+        """What an attempt reports (see :class:`~supervisors.runs.context.Reporter`):
+        ``node:started`` once it begins (``False`` when the run is ending), durability
+        before its work starts, ``tool:called`` for each tool call."""
+        ctx = event.ctx
+        if isinstance(event, AttemptBegan):
+            if self.ending():
+                return False
+            ctx.started_at = trio.current_time()
+            self.run.publish(
+                NodeStarted,
+                node_id=ctx.node_id,
+                kind=ctx.node.kind,
+                execution=ctx.execution,
+                attempt=ctx.attempt,
+            )
+            return True
+        if isinstance(event, WorkStarting):
             journaled = self.run.journaled
-            if updates and journaled is not None:
-                journaled.check(node.id, updates)
-        except ActorError as refused:
-            return refused
-        return updates, targets
-
-    # -- what attempts report (the Reporter protocol) -------------------------------------
-
-    def node_started(self, ctx: NodeContext) -> bool:
-        if self.ending():
-            return False
-        ctx.started_at = trio.current_time()
+            if journaled is None:
+                return True
+            await journaled.settled()
+            return not self.ending()
         self.run.publish(
-            NodeStarted,
+            ToolCalled,
             node_id=ctx.node_id,
-            kind=ctx.node.kind,
-            execution=ctx.execution,
-            attempt=ctx.attempt,
+            tool=event.tool,
+            index=event.index,
+            key=event.key,
+            code=event.code,
         )
         return True
 
-    async def journalled(self) -> bool:
+    def commit(self, node: Node, outcome: Any) -> tuple[Mapping[str, Any], tuple[str, ...]]:
+        """The updates and the next nodes of a successful attempt, once they may be
+        written (the node's ``writes``, and a journal's check that they can be journalled
+        exactly); raises the :class:`~actors.ActorError` that refuses them."""
+        updates, targets = self._outcome(node, outcome)
         journaled = self.run.journaled
-        if journaled is None:
-            return True
-        await journaled.settled()
-        return not self.ending()
-
-    def tool_called(self, ctx: NodeContext, tool: str, index: int, key: str, code: str) -> None:
-        self.run.publish(
-            ToolCalled, node_id=ctx.node_id, tool=tool, index=index, key=key, code=code
-        )
+        if updates and journaled is not None:
+            journaled.check(node.id, updates)
+        return updates, targets
 
     def _outcome(self, node: Node, outcome: Any) -> tuple[Mapping[str, Any], tuple[str, ...]]:
         """The updates and the next nodes of a successful attempt (see

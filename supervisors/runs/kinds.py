@@ -15,7 +15,13 @@ from typing import Any, Final
 from actors import ActorError, Code, Failure
 from actors.providers import LlmRequest, Message
 from actors.tools import Checker, for_model
-from supervisors.runs.context import NodeContext, messages_of
+from supervisors.runs.context import (
+    AttemptBegan,
+    NodeContext,
+    ToolEnded,
+    WorkStarting,
+    messages_of,
+)
 from supervisors.runs.graph import Agent, Llm, Router, Step
 
 #: No updates.
@@ -166,9 +172,9 @@ async def _call_tool(ctx: NodeContext, node: Agent, name: str, arguments: str, i
     except ActorError as error:
         if error.code is Code.CANCELLED:
             raise
-        ctx.reporter.tool_called(ctx, name, index, key, str(error.code))
+        await ctx.reporter.progress(ToolEnded(ctx, name, index, key, str(error.code)))
         return json.dumps(for_model(error))
-    ctx.reporter.tool_called(ctx, name, index, key, "ok")
+    await ctx.reporter.progress(ToolEnded(ctx, name, index, key, "ok"))
     return json.dumps(result.for_model(), default=str)
 
 
@@ -206,8 +212,8 @@ async def run_attempt(ctx: NodeContext) -> Any:
     while it waits for one), then — once that record is durable, with a journal — the
     work of the node's kind. An attempt that a runner
     takes after its run began to end does nothing (nobody waits for its answer)."""
-    reporter = ctx.reporter
-    if not reporter.node_started(ctx) or not await reporter.journalled():
+    progress = ctx.reporter.progress
+    if not await progress(AttemptBegan(ctx)) or not await progress(WorkStarting(ctx)):
         return ActorError.from_code(Code.CANCELLED, "the run is ending", node_id=ctx.node_id)
     return await WORK[ctx.node.kind](ctx)
 
