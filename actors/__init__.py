@@ -4,7 +4,7 @@ Everything a user needs is re-exported here; submodules not listed may change. W
 supervisor uses to drive actor slots is in :mod:`actors.lowlevel`.
 """
 
-from actors.actor import Actor, ActorRef
+from actors.actor import Actor, ActorRef, Receipt
 from actors.deadletters import DeadLetter, DeadLetters
 from actors.errors import (
     CODE_TABLE,
@@ -53,6 +53,7 @@ __all__ = [
     "LimitError",
     "Metrics",
     "ProviderError",
+    "Receipt",
     "Runtime",
     "SecurityError",
     "StoreError",

@@ -231,6 +231,20 @@ class ActorAddress(Protocol):
         """Stop the slot for good (see :meth:`ActorRef.stop`)."""
 
 
+class Receipt:
+    """Whether a call's message reached the actor, for a caller that left cancelled:
+    pass one to :meth:`ActorRef.call` (``receipt=``). ``delivered`` stays ``None`` unless
+    the caller is cancelled while it waits; then it is ``False`` when the message was
+    withdrawn before the actor took it (still queued, or waiting for mailbox room: it is
+    never handled) and ``True`` when the handler had it. What a caller that reserved
+    something for the call (a rate limit) needs to give it back whole."""
+
+    __slots__ = ("delivered",)
+
+    def __init__(self) -> None:
+        self.delivered: bool | None = None
+
+
 class ActorRef:
     """The address of an actor slot. Valid across restarts; cheap to copy and compare."""
 
@@ -269,8 +283,12 @@ class ActorRef:
         *,
         timeout: float | None = DEFAULT_CALL_TIMEOUT,
         propagate_cancel: bool = False,
+        receipt: Receipt | None = None,
     ) -> Any:
         """Send ``message`` and wait for the reply (see the module docstring for outcomes).
+
+        ``receipt``: filled if the caller is cancelled while it waits (see
+        :class:`Receipt`).
 
         ``timeout`` is in seconds (``None`` or ``math.inf``: wait as long as the actor
         lives; ``0``: only a reply in the same instant); it covers waiting for mailbox room,
@@ -294,6 +312,9 @@ class ActorRef:
             address.timer.add(envelope, deadline)
 
         def abort(_: object) -> trio.lowlevel.Abort:
+            if receipt is not None:
+                state = envelope.state
+                receipt.delivered = state is not State.QUEUED and state is not State.WAITING_ROOM
             address.caller_gave_up(envelope)
             return trio.lowlevel.Abort.SUCCEEDED
 
