@@ -74,8 +74,9 @@ class Book:
     def sent(self, now: float) -> None:
         self.told.append(("sent", now))
 
-    def ended(self, outcome: Ended | None) -> Usage | None:
-        self.told.append(("ended", type(outcome).__name__, trio.current_time()))
+    def ended(self, outcome: Ended | None, now: float) -> Usage | None:
+        assert now == trio.current_time()  # told when it ended
+        self.told.append(("ended", type(outcome).__name__, now))
         return self.charge
 
 

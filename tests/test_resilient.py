@@ -143,3 +143,50 @@ async def test_fast_path_returns_after_recovery(autojump_clock: MockClock) -> No
         pass  # the probe closes it
     admission = breaker.admit_fast("alpha", "m")
     assert admission is not None and admission.clean
+
+
+# --- arguments: the breaker, limiter and usage_of once, a call's own on each call ------
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"breaker": "b"}, "Resilience: breaker must be None or a Breaker, got str"),
+        ({"limiter": 1}, "Resilience: limiter must be None or a RateLimiter, got int"),
+        ({"usage_of": 1}, "Resilience: usage_of must be None or a callable, got int"),
+    ],
+)
+def test_a_wrong_part_is_refused_when_built(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ActorError) as raised:
+        Resilience(**fields)
+    assert raised.value.code is Code.CONFIG_INVALID
+    assert raised.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"provider": 3}, "provider must be a str, got int 3"),
+        ({"model": b"m"}, "model must be None or a str, got bytes b'm'"),
+        ({"tokens": -1}, "tokens must be an int >= 0, got int -1"),
+        ({"tokens": 1.5}, "tokens must be an int >= 0, got float 1.5"),
+        ({"tokens": True}, "tokens must be an int >= 0, got bool True"),
+        ({"budget": 1}, "budget must be None or a Budget, got int 1"),
+    ],
+)
+async def test_a_wrong_call_argument_is_input_validation_and_sends_nothing(
+    autojump_clock: MockClock, fields: dict[str, Any], message: str
+) -> None:
+    calls: list[float] = []
+    limiter = RateLimiter({"alpha": RateLimit(tokens_per_minute=600)})
+    resilience = Resilience(retry=FIXED, breaker=Breaker(), limiter=limiter, usage_of=usage_of)
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: Provider([], calls))
+        with pytest.raises(ActorError) as raised:
+            await resilience.call(ref, "hi", **{"provider": "alpha", **fields})
+        reply = await resilience.call(ref, "hi", provider="alpha", tokens=10)
+    assert raised.value.code is Code.INPUT_VALIDATION
+    assert raised.value.message == f"Resilience.call(): {message}"
+    assert raised.value.delivered is False
+    assert calls == [0.0]  # only the good call was sent
+    assert reply["text"] == "re: hi"

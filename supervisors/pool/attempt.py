@@ -52,7 +52,8 @@ from supervisors.resilience.attempt import (
     Faulted,
     Replied,
     TurnedAway,
-    attempt,
+    UsageOf,
+    attempt_unchecked,
 )
 from supervisors.resilience.breaker import Breaker
 from supervisors.resilience.budget import Budget
@@ -90,7 +91,6 @@ class Tap:
 
 #: Numbers for the ids of requests that bring none (``pool-N``).
 request_ids = itertools.count(1)
-_new_tuple = tuple.__new__
 
 
 def request_id_of(request: LlmRequest) -> str:
@@ -109,7 +109,6 @@ class Run:
         "_make_chain",
         "attempts",
         "budget",
-        "clock",
         "deadline_at",
         "number",
         "request",
@@ -130,10 +129,7 @@ class Run:
         self._make_chain = make_chain
         self._chain: Chain | None = None
         self.budget = budget
-        # The run's clock, read directly for the ledger's times (trio.current_time() is
-        # the same clock through three calls; this runs for every attempt).
-        self.clock = trio.lowlevel.current_clock()
-        self.deadline_at = math.inf if deadline is None else self.clock.current_time() + deadline
+        self.deadline_at = math.inf if deadline is None else trio.current_time() + deadline
         self.tokens = -1  # the limiter's estimate, made when first needed
         self.attempts: list[Attempt] = []
         self.number = 0  # attempts started so far
@@ -175,6 +171,16 @@ class Attempter:
         # Set when any attempt ends, for requests waiting on a target whose probe is in
         # flight (made only while someone waits: see ProviderPool._wait).
         self.progress: trio.Event | None = None
+        self._usage_checks: dict[tuple[str, str], UsageOf] = {}
+
+    def usage_check(self, target: Target) -> UsageOf:
+        """The ``usage_of`` of the attempts on ``target`` (:func:`usage_check`), made once
+        per ``(provider, model)``."""
+        key = (target.provider, target.model)
+        check = self._usage_checks.get(key)
+        if check is None:
+            check = self._usage_checks[key] = usage_check(target.provider, target.model)
+        return check
 
     async def attempt(
         self,
@@ -193,62 +199,48 @@ class Attempter:
             if tokens < 0:
                 request = run.request
                 tokens = run.tokens = request.estimated_prompt_tokens() + request.max_tokens
-        book = Bookkeeper(self, run, target, tap, hedge, run.request, run.clock, run.request_id)
-        outcome = await attempt(
+        # The arguments were checked when the pool was built (its targets, resilience and
+        # budget) or are made here: the primitive's unchecked form.
+        outcome = await attempt_unchecked(
             target.ref.call(message, timeout=self.timeout, propagate_cancel=True),
-            provider=target.provider,
-            model=target.model,
-            breaker=self.breaker,
-            limiter=limiter,
-            budget=run.budget,
-            tokens=tokens,
-            deadline=run.deadline_at,
-            wait=False,
-            usage_of=book.usage_of,
-            book=book,
+            target.provider,
+            target.model,
+            self.breaker,
+            limiter,
+            run.budget,
+            tokens,
+            run.deadline_at,
+            False,  # no wait: the chain rotates instead
+            self.usage_check(target),
+            Bookkeeper(self, target, run.request, run, tap, hedge, run.request_id),
         )
         return failure_of(outcome)
 
-    def enter(
-        self,
-        request_id: str,
-        number: int,
-        target: Target,
-        started: float,
-        latency: float,
-        outcome: Outcome,
-        code: Code | None,
-        usage: Usage | None,
-        estimated: bool,
-        hedge: bool,
-    ) -> tuple[Any, ...]:
-        """Record an attempt's ledger entry (priced) — a plain tuple in
-        :class:`~supervisors.pool.ledger.Attempt`'s field order, made into one only when
-        read — and wake the requests that wait for any attempt to end."""
-        ledger = self.ledger
-        provider, model = target.provider, target.model
-        entry = (
-            request_id,
-            number,
-            provider,
-            model,
-            outcome,
-            code,
-            started,
-            latency,
-            usage,
-            None
-            if usage is None or (usage.cost is None and not ledger.prices)
-            else ledger.cost(usage, provider, model),
-            estimated,
-            hedge,
+
+def usage_check(provider: str, model: str) -> UsageOf:
+    """The usage of a reply of the target ``provider``/``model``: an
+    :class:`~actors.providers.LlmResponse`'s :class:`~actors.Usage`; ``internal`` when the
+    target answered anything else (it is not a provider actor, or a broken one: a bug, not
+    a retry)."""
+
+    def usage_of(reply: Any) -> Usage:
+        if type(reply) is LlmResponse and type(usage := reply.usage) is Usage:
+            return usage
+        if isinstance(reply, LlmResponse) and isinstance(reply.usage, Usage):
+            return reply.usage
+        what = (
+            f"a {type(reply).__name__}, not an LlmResponse"
+            if not isinstance(reply, LlmResponse)
+            else f"an LlmResponse whose usage is a {type(reply.usage).__name__}"
         )
-        progress = self.progress
-        if progress is not None:
-            self.progress = None
-            progress.set()
-        ledger.record(entry)
-        return entry
+        raise ActorError.from_code(
+            Code.INTERNAL,
+            f"target {provider}/{model} answered {what}",
+            provider=provider,
+            model=model,
+        )
+
+    return usage_of
 
 
 def failure_of(outcome: Replied | Faulted | TurnedAway | CutOff) -> LlmResponse | Failure:
@@ -273,7 +265,6 @@ class Bookkeeper:
 
     __slots__ = (
         "attempter",
-        "clock",
         "entry",
         "hedge",
         "number",
@@ -288,13 +279,12 @@ class Bookkeeper:
     def __init__(
         self,
         attempter: Attempter,
-        run: Run | None,
         target: Target,
-        tap: Tap | None,
-        hedge: bool,
         request: LlmRequest,
-        clock: trio.abc.Clock,
-        request_id: str | None,
+        run: Run | None = None,
+        tap: Tap | None = None,
+        hedge: bool = False,
+        request_id: str | None = None,
     ) -> None:
         self.attempter = attempter
         self.run = run
@@ -302,33 +292,10 @@ class Bookkeeper:
         self.tap = tap
         self.hedge = hedge
         self.request = request
-        self.clock = clock
         self.request_id = request_id  # None: made when the first entry is written
         self.number = 0
         self.started = 0.0
         self.entry: Attempt | None = None
-
-    def usage_of(self, reply: Any) -> Usage:
-        """The usage of the target's reply; ``internal`` when the target answered
-        something other than an :class:`~actors.providers.LlmResponse` with a
-        :class:`~actors.Usage` (it is not a provider actor, or a broken one: a bug, not
-        a retry)."""
-        if type(reply) is LlmResponse and type(usage := reply.usage) is Usage:
-            return usage
-        if isinstance(reply, LlmResponse) and isinstance(reply.usage, Usage):
-            return reply.usage
-        what = (
-            f"a {type(reply).__name__}, not an LlmResponse"
-            if not isinstance(reply, LlmResponse)
-            else f"an LlmResponse whose usage is a {type(reply.usage).__name__}"
-        )
-        provider, model = self.target.provider, self.target.model
-        raise ActorError.from_code(
-            Code.INTERNAL,
-            f"target {provider}/{model} answered {what}",
-            provider=provider,
-            model=model,
-        )
 
     def sent(self, now: float) -> None:
         run = self.run
@@ -338,30 +305,17 @@ class Bookkeeper:
             run.number = self.number = run.number + 1
         self.started = now
 
-    def ended(self, outcome: Ended | None) -> Usage | None:
-        if outcome is None:
-            self._enter("cancelled", None, None)
-            return None
+    def ended(self, outcome: Ended | None, now: float) -> Usage | None:
         if type(outcome) is Replied:
-            if self.run is None:  # the fast path: the entry is not read back
-                given = self.request.metadata.get("request_id")  # request_id_of, inlined
-                started = self.started
-                self.attempter.enter(
-                    str(given) if given else f"pool-{next(request_ids)}",
-                    self.number,
-                    self.target,
-                    started,
-                    self.clock.current_time() - started,
-                    "ok",
-                    None,
-                    outcome.usage,
-                    False,
-                    self.hedge,
-                )
+            if self.run is None:  # the fast path: no run keeps the entry, no budget
+                self._write(now, "ok", None, outcome.usage)
                 return None
-            return self._charged(self._enter("ok", None, outcome.usage))
+            return self._charged(self._keep(self._write(now, "ok", None, outcome.usage)))
+        if outcome is None:
+            self._keep(self._write(now, "cancelled", None, None))
+            return None
         if type(outcome) is CutOff:
-            self._enter("failed", outcome.error.code, None)
+            self._keep(self._write(now, "failed", outcome.error.code, None))
             return None
         error = outcome.error  # type: ignore[union-attr]
         result: Outcome = "failed"
@@ -381,7 +335,7 @@ class Bookkeeper:
                 )
                 estimated = True
             tap.usage = usage
-        return self._charged(self._enter(result, error.code, usage, estimated))
+        return self._charged(self._keep(self._write(now, result, error.code, usage, estimated)))
 
     def _charged(self, entry: Attempt) -> Usage | None:
         """The usage to charge for ``entry``: priced at the ledger's cost (reported or
@@ -395,31 +349,50 @@ class Bookkeeper:
             )
         return usage
 
-    def _record(
-        self, outcome: Outcome, code: Code | None, usage: Usage | None, estimated: bool
+    def _write(
+        self,
+        now: float,
+        outcome: Outcome,
+        code: Code | None,
+        usage: Usage | None,
+        estimated: bool = False,
     ) -> tuple[Any, ...]:
+        """Record the attempt's ledger entry, ended at ``now`` and priced — a plain tuple
+        in :class:`~supervisors.pool.ledger.Attempt`'s field order, made into one only
+        when read — and wake the requests that wait for any attempt of the pool to end."""
         request_id = self.request_id
-        if request_id is None:
-            request_id = self.request_id = request_id_of(self.request)
-        started = self.started
-        return self.attempter.enter(
+        if request_id is None:  # request_id_of(self.request), inlined: once per request
+            given = self.request.metadata.get("request_id")
+            request_id = self.request_id = str(given) if given else f"pool-{next(request_ids)}"
+        attempter, target, started = self.attempter, self.target, self.started
+        ledger = attempter.ledger
+        provider, model = target.provider, target.model
+        entry = (
             request_id,
             self.number,
-            self.target,
-            started,
-            self.clock.current_time() - started,
+            provider,
+            model,
             outcome,
             code,
+            started,
+            now - started,
             usage,
+            None
+            if usage is None or (usage.cost is None and not ledger.prices)
+            else ledger.cost(usage, provider, model),
             estimated,
             self.hedge,
         )
+        progress = attempter.progress
+        if progress is not None:
+            attempter.progress = None
+            progress.set()
+        ledger.record(entry)
+        return entry
 
-    def _enter(
-        self, outcome: Outcome, code: Code | None, usage: Usage | None, estimated: bool = False
-    ) -> Attempt:
-        entry: Attempt = _new_tuple(Attempt, self._record(outcome, code, usage, estimated))
-        self.entry = entry
+    def _keep(self, written: tuple[Any, ...]) -> Attempt:
+        """The entry ``written``, as the attempt's :attr:`entry` and its run's (if any)."""
+        entry = self.entry = Attempt(*written)
         if self.run is not None:
             self.run.attempts.append(entry)
         return entry

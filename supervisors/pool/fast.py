@@ -38,8 +38,9 @@ from supervisors.resilience.ratelimit import RateLimiter
 
 #: What :meth:`FastPath.first` found: the first attempt's bookkeeper (its target), or
 #: ``None`` when the walk starts at once; the skipped targets, by position, with their
-#: breaker's wait; the position reached; the limiter's estimate (``-1``: not made).
-First = tuple[Bookkeeper | None, list[tuple[int, float]], int, int]
+#: breaker's wait (``None``: none); the position reached; the limiter's estimate (``-1``:
+#: not made).
+First = tuple[Bookkeeper | None, list[tuple[int, float]] | None, int, int]
 
 
 class FastPath:
@@ -53,6 +54,7 @@ class FastPath:
         "chain",
         "limiter",
         "make_chain",
+        "usage_checks",
     )
 
     def __init__(
@@ -68,6 +70,8 @@ class FastPath:
         self.limiter = limiter
         self.attempter = attempter
         self.make_chain = make_chain
+        #: Per chain position, the attempt's ``usage_of`` (made once, not per attempt).
+        self.usage_checks = [attempter.usage_check(target) for target in self.chain]
         # Per chain position, the trio time until which its breaker refuses it — valid
         # while the in-process state's generation is the one seen.
         self._down = [-math.inf] * len(self.chain)
@@ -92,33 +96,38 @@ class FastPath:
     def first(self, request: LlmRequest) -> First:
         """The first target to try for ``request`` (synchronous: nothing is taken)."""
         breaker = self.breaker
-        skipped: list[tuple[int, float]] = []
         tokens = -1
-        position = 0
-        clock = trio.lowlevel.current_clock()
-        now = clock.current_time()
-        down = self._down
+        if self.limiter is not None:
+            tokens = request.estimated_prompt_tokens() + request.max_tokens
         local = None if breaker is None else breaker.local
+        if breaker is None or (local is not None and not local.breakers):
+            # No breaker, or every in-process breaker is closed and clean (only those that
+            # are not have an entry): the first target may be admitted (the primitive asks).
+            return Bookkeeper(self.attempter, self.chain[0], request), None, 0, tokens
+        skipped: list[tuple[int, float]] | None = None  # made when a target is skipped
+        position = 0
+        down = self._down
         if local is not None and local.generation != self._generation:
             # A breaker may admit sooner (a success, a freed lease, a reset).
             down = self._down = [-math.inf] * len(self.chain)
             self._generation = local.generation
+        now = trio.lowlevel.current_clock().current_time()
         for target in self.chain:
-            if breaker is not None and (local is None or local.breakers):  # else all clean
-                if down[position] > now:  # its breaker said so: not asked again until then
-                    skipped.append((position, down[position] - now))
-                    position += 1
-                    continue
-                wait = breaker.blocked_fast(target.provider, target.model, now)
-                if wait is not None:
-                    if wait == math.inf:
-                        break  # out for good: the walk (its chain) decides
-                    down[position] = now + wait
-                    skipped.append((position, wait))
-                    position += 1
-                    continue
-            if self.limiter is not None:
-                tokens = request.estimated_prompt_tokens() + request.max_tokens
-            book = Bookkeeper(self.attempter, None, target, None, False, request, clock, None)
-            return book, skipped, position, tokens
+            if down[position] > now:  # its breaker said so: not asked again until then
+                if skipped is None:
+                    skipped = []
+                skipped.append((position, down[position] - now))
+                position += 1
+                continue
+            wait = breaker.blocked_fast(target.provider, target.model, now)
+            if wait is not None:
+                if wait == math.inf:
+                    break  # out for good: the walk (its chain) decides
+                down[position] = now + wait
+                if skipped is None:
+                    skipped = []
+                skipped.append((position, wait))
+                position += 1
+                continue
+            return Bookkeeper(self.attempter, target, request), skipped, position, tokens
         return None, skipped, position, tokens

@@ -23,7 +23,6 @@ target) for the pool's life and the last ``keep`` entries.
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import logging
 import operator
@@ -122,7 +121,7 @@ class Ledger:
         """The last ``keep`` entries, oldest first (a copy: recording goes on)."""
         self._fold()
         recent = self._recent
-        return collections.deque(map(_as_attempt, recent), maxlen=recent.maxlen)
+        return collections.deque(itertools.starmap(Attempt, recent), maxlen=recent.maxlen)
 
     def _fold(self) -> dict[tuple[str, str, str], Totals]:
         totals_by_key = self._totals
@@ -189,9 +188,9 @@ class Ledger:
         if len(unfolded) >= FOLD_EVERY:
             self._fold()
         ok = entry[4] == "ok"  # its outcome
-        if ok and not enabled(logging.DEBUG):
+        if ok and not enabled(_DEBUG):
             return
-        attempt = _as_attempt(entry)
+        attempt = Attempt(*entry)
         usage = attempt.usage
         record = PoolAttempt if ok else PoolAttemptFailed
         emit(
@@ -222,8 +221,7 @@ class Ledger:
         return len(self.entries)
 
 
-#: An entry as recorded (a tuple of the fields in order) as an :class:`Attempt`.
-_as_attempt: Final[Callable[[tuple[Any, ...]], Attempt]] = functools.partial(tuple.__new__, Attempt)
+_DEBUG: Final = logging.DEBUG
 _KEY: Final = operator.itemgetter(2, 3, 4)  # (provider, model, outcome)
 _USAGE: Final = operator.itemgetter(8)
 _COST: Final = operator.itemgetter(9)

@@ -61,8 +61,7 @@ from supervisors.pool.ledger import Ledger
 from supervisors.pool.race import Race
 from supervisors.pool.stream import PoolStream, streaming
 from supervisors.pool.target import Target, expand, request_for
-from supervisors.resilience.attempt import Replied
-from supervisors.resilience.attempt import attempt as attempt_once
+from supervisors.resilience.attempt import Replied, attempt_unchecked
 from supervisors.resilience.budget import Budget, Price
 from supervisors.resilience.resilient import Resilience
 
@@ -184,37 +183,43 @@ class ProviderPool:
         when the chain is exhausted, ``budget_exceeded`` at a cap; a cancelled caller gets
         ``trio.Cancelled``, never a failure.
         """
-        if isinstance(budget, _PoolDefault):
+        if budget is POOL_DEFAULT:
             budget = self.budget
         if budget is not None or not self._plain or type(request) is not LlmRequest:
             return await self._complete(request, budget)
         fast = self._fast  # supervisors.pool.fast: the first attempt without a Run
         book, skipped, position, tokens = fast.first(request)
         if book is None:
-            return await self._walk(fast.run(request, tokens, 0), skipped, position, None)
+            return await self._walk(fast.run(request, tokens, 0), skipped or [], position, None)
         target = book.target
-        outcome = await attempt_once(
+        # Everything was checked when the pool was built, or is made here: the
+        # primitive's unchecked form (the walk's Attempter.attempt, specialised).
+        outcome = await attempt_unchecked(
             target.ref.call(
                 Complete.unchecked(request_for(request, target.model)),
                 timeout=self.attempt_timeout,
                 propagate_cancel=True,
             ),
-            provider=target.provider,
-            model=target.model,
-            breaker=fast.breaker,
-            limiter=fast.limiter,
-            tokens=tokens if tokens > 0 else 0,
-            wait=False,
-            usage_of=book.usage_of,
-            book=book,
+            target.provider,
+            target.model,
+            fast.breaker,
+            fast.limiter,
+            None,  # no budget
+            tokens if tokens > 0 else 0,
+            None,  # no deadline
+            False,  # no wait: the walk decides
+            fast.usage_checks[position],
+            book,
         )
         if type(outcome) is Replied:
             return outcome.value  # type: ignore[no-any-return]
         failed = failure_of(outcome)
         assert not isinstance(failed, LlmResponse)  # not Replied
-        return await self._walk(fast.handover(book, tokens), skipped, position, failed)
+        return await self._walk(fast.handover(book, tokens), skipped or [], position, failed)
 
-    async def _complete(self, request: LlmRequest, budget: Budget | None) -> LlmResponse:
+    async def _complete(
+        self, request: LlmRequest, budget: Budget | _PoolDefault | None
+    ) -> LlmResponse:
         run = self._run(request, budget)
         if self.hedge_after is not None:
             async with open_nursery_unwrapped() as nursery:

@@ -2,8 +2,11 @@
 
 :func:`attempt` is the one place this sequence is written; :class:`~supervisors.Resilience`,
 the provider pool (its general walk and its fast path) and the run engine's node attempts
-are built on it. It never retries and never picks a target: it makes one attempt on the
-target it is given and says how it went, as one of four values:
+are built on it. :func:`attempt` checks its arguments and returns the coroutine of
+:func:`attempt_unchecked`, the sequence itself — which the callers that checked
+everything once, where they were built (``Resilience``, the pool), call directly. It
+never retries and never picks a target: it makes one attempt on the target it is given
+and says how it went, as one of four values:
 
 * :class:`Replied` — the call answered (``value``, and the ``usage`` it reported);
 * :class:`Faulted` — the call was sent and failed: it raised, or returned an
@@ -54,8 +57,8 @@ A cancellation is anything that is not an ``Exception``: ``trio.Cancelled``, a g
 holding one next to other errors (:func:`actors.lowlevel.cancellation_reason`, which the
 breaker's ``record`` applies), ``KeyboardInterrupt``. It is re-raised as it is.
 
-``book`` (optional, a :class:`Bookkeeping`) is told when the call is sent and how the
-attempt ended, before the budget is charged: the pool writes its ledger there and says
+``book`` (optional, a :class:`Bookkeeping`) is told when the call is sent and how (and
+when) the attempt ended, before the budget is charged: the pool writes its ledger there and says
 what to charge (the usage priced, a stream's estimated partial usage). A charge that
 passes a cap is raised (the refusal's error) once everything is settled: it ends
 whatever the caller was doing.
@@ -83,6 +86,7 @@ RefusedBy = Literal["budget", "limiter", "breaker"]
 UsageOf = Callable[[Any], Usage | None]
 
 _CUT: Final = object()  # the call was cut at the deadline
+_NOT_GIVEN: Final = object()  # bad_arguments(): no call to check
 _clock = trio.lowlevel.current_clock
 _INF: Final = math.inf
 #: What the breaker is told of a call cut at the deadline: a cancellation (no verdict,
@@ -122,13 +126,6 @@ class CutOff:
     error: ActorError
 
 
-# Replied(value, usage) on the hot path: the same frozen value, built without the
-# generated __init__'s per-field object.__setattr__ (a sizeable part of an attempt's cost).
-_new = object.__new__
-_set_value = Replied.__dict__["value"].__set__  # the slots' descriptors
-_set_usage = Replied.__dict__["usage"].__set__
-
-
 #: An attempt that was sent.
 Ended = Replied | Faulted | CutOff
 #: Every outcome of :func:`attempt`.
@@ -141,12 +138,13 @@ class Bookkeeping(Protocol):
     def sent(self, now: float) -> None:
         """The attempt was admitted and the call is about to be made, at trio time ``now``."""
 
-    def ended(self, outcome: Ended | None) -> Usage | None:
-        """The sent attempt ended (``None``: cancelled, and about to be re-raised); return
-        the usage to charge the budget with (``None``: nothing)."""
+    def ended(self, outcome: Ended | None, now: float) -> Usage | None:
+        """The sent attempt ended, at trio time ``now`` (``outcome`` ``None``: cancelled,
+        and about to be re-raised); return the usage to charge the budget with (``None``:
+        nothing)."""
 
 
-async def attempt(
+def attempt(
     call: Coroutine[Any, Any, Any],
     *,
     provider: str,
@@ -159,9 +157,9 @@ async def attempt(
     wait: bool = True,
     usage_of: UsageOf | None = None,
     book: Bookkeeping | None = None,
-) -> Outcome:
+) -> Coroutine[Any, Any, Outcome]:
     """Make one attempt of ``call`` on the target ``(provider, model)``; see the module
-    docstring for the sequence and what each ending does.
+    docstring for the sequence and what each ending does. ``await attempt(...)``.
 
     ``call`` is the call to make, as a coroutine not yet started (``ref.call(message,
     timeout=…)``): it is awaited once when the attempt is admitted, and closed unstarted
@@ -173,8 +171,9 @@ async def attempt(
     without room *now* refuses rather than waits. ``usage_of``: the usage of a reply
     (default: none). Not a checkpoint of its own: the call is one; a refusal returns
     without yielding (the caller yields). Arguments of the wrong type (a ``tokens`` that
-    is negative, a float, NaN; a NaN deadline) are ``input_validation``, raised before
-    anything is taken.
+    is negative, a float, NaN; a NaN deadline) are ``input_validation``, raised (by this
+    call, before anything is taken) with ``call`` closed; the attempt itself is
+    :func:`attempt_unchecked`'s coroutine, returned here to be awaited.
     """
     if (
         type(tokens) is not int
@@ -197,18 +196,46 @@ async def attempt(
     ):
         if type(call) is CoroutineType:
             call.close()
-        raise _bad_arguments(call, provider, model, tokens, deadline, breaker, limiter, budget)
+        raise bad_arguments(
+            "attempt()", provider, model, tokens, budget, deadline, breaker, limiter, call
+        )
+    return attempt_unchecked(
+        call, provider, model, breaker, limiter, budget, tokens, deadline, wait, usage_of, book
+    )
+
+
+async def attempt_unchecked(
+    call: Coroutine[Any, Any, Any],
+    provider: str,
+    model: str | None,
+    breaker: Breaker | None,
+    limiter: RateLimiter | None,
+    budget: Budget | None,
+    tokens: int,
+    deadline: float | None,
+    wait: bool,
+    usage_of: UsageOf | None,
+    book: Bookkeeping | None,
+    /,
+) -> Outcome:
+    """:func:`attempt` without the checks of its arguments, which are positional, in
+    :func:`attempt`'s order — for a caller that checked them once, where it was built
+    (:class:`~supervisors.Resilience` checks its breaker and limiter when it is made and
+    a call's own arguments on each call; the provider pool checks everything when it is
+    made and makes the rest itself). Anything :func:`attempt` would refuse is undefined
+    here."""
     permit: Permit | None = None
     admission: Admission | None = None
+    clock = _clock()  # one trio run's: valid across the awaits below
     # The trio time, read once: valid until the first await (the synchronous path has none).
-    now = _clock().current_time()
+    now = clock.current_time()
     try:
         if budget is not None:
             refusal = await budget.check_or_refuse()
             if refusal is not None:
                 call.close()
                 return TurnedAway(refusal, "budget")
-            now = _clock().current_time()
+            now = clock.current_time()
         if limiter is not None:
             # Equivalent mutants below: without the synchronous grant, acquire_or_refuse
             # grants the same permit (the fast path only saves an await).
@@ -225,7 +252,7 @@ async def attempt(
                     call.close()
                     return TurnedAway(acquired, "limiter")
                 permit = acquired
-                now = _clock().current_time()
+                now = clock.current_time()
         if breaker is not None:
             # Equivalent mutants below: admit_or_refuse admits a clean breaker alike (the
             # fast path only saves an await).
@@ -238,7 +265,7 @@ async def attempt(
                         await limiter.release(permit)  # type: ignore[union-attr]
                     return TurnedAway(decision, "breaker")
                 admission = decision
-                now = _clock().current_time()
+                now = clock.current_time()
     except BaseException:  # cancelled during admission: nothing was sent
         call.close()
         if permit is not None:
@@ -259,7 +286,7 @@ async def attempt(
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
             if book is not None:  # the reservation is kept: the call may have been sent
-                book.ended(None)
+                book.ended(None, clock.current_time())
             raise
         value = classify(exc, provider=provider, model=model)
     outcome: Ended
@@ -281,11 +308,9 @@ async def attempt(
             actual = usage.total_tokens
             if not limiter.settle_fast(permit, actual):  # type: ignore[union-attr]
                 await limiter.settle(permit, actual)  # type: ignore[union-attr]
-        outcome = _new(Replied)  # Replied(value, usage) without the generated __init__
-        _set_value(outcome, value)
-        _set_usage(outcome, usage)
+        outcome = Replied(value, usage)
     if book is not None:
-        usage = book.ended(outcome)
+        usage = book.ended(outcome, clock.current_time())
     if budget is not None and usage is not None:
         refusal = await budget.charge_or_refuse(usage, provider=provider, model=model)
         if refusal is not None:
@@ -317,17 +342,19 @@ def _timeout(provider: str, model: str | None) -> ActorError:
     )
 
 
-def _bad_arguments(
-    call: object,
+def bad_arguments(
+    where: str,
     provider: object,
     model: object,
     tokens: object,
-    deadline: object,
-    breaker: object,
-    limiter: object,
     budget: object,
+    deadline: object = None,
+    breaker: object = None,
+    limiter: object = None,
+    call: object = _NOT_GIVEN,
 ) -> ActorError:
-    """``input_validation`` naming the first argument that is wrong."""
+    """``input_validation`` naming the first of the arguments of :func:`attempt` that is
+    wrong (one of them must be), raised by ``where`` (``call`` not given: not checked)."""
     checks: tuple[tuple[str, object, bool, str], ...] = (  # in the order attempt() checks
         ("tokens", tokens, type(tokens) is int and tokens >= 0, "an int >= 0"),
         ("provider", provider, type(provider) is str, "a str"),
@@ -347,11 +374,11 @@ def _bad_arguments(
         ),
         ("budget", budget, budget is None or isinstance(budget, Budget), "None or a Budget"),
         # pragma: no mutate below: equivalent — the last check, reached only when the call
-        # is what is wrong
+        # is what is wrong (or when an earlier argument is, which is named first)
         (
             "call",
             call,
-            type(call) is CoroutineType,
+            call is _NOT_GIVEN or type(call) is CoroutineType,  # pragma: no mutate
             "a coroutine (not started)",
         ),  # pragma: no mutate
     )
@@ -360,6 +387,6 @@ def _bad_arguments(
     )
     return ActorError.from_code(
         Code.INPUT_VALIDATION,
-        f"attempt(): {name} must be {wanted}, got {type(shown).__name__} {shown!r:.40}",
+        f"{where}: {name} must be {wanted}, got {type(shown).__name__} {shown!r:.40}",
         delivered=False,
     )

@@ -41,9 +41,9 @@ from typing import Any
 
 import trio
 
-from actors import ActorRef
+from actors import ActorError, ActorRef, Code
 from actors.lowlevel import DEFAULT_CALL_TIMEOUT
-from supervisors.resilience.attempt import Replied, UsageOf, attempt
+from supervisors.resilience.attempt import Replied, UsageOf, attempt_unchecked, bad_arguments
 from supervisors.resilience.breaker import Breaker
 from supervisors.resilience.budget import Budget
 from supervisors.resilience.ratelimit import RateLimiter
@@ -51,7 +51,11 @@ from supervisors.resilience.retry import DEFAULT_RETRY, RetryPolicy, RetryRules,
 
 
 class Resilience:
-    """Retry rules, breaker and limiter shared by the calls of one daemon (or fleet)."""
+    """Retry rules, breaker and limiter shared by the calls of one daemon (or fleet).
+
+    ``breaker`` (a :class:`Breaker`), ``limiter`` (a :class:`RateLimiter`) and
+    ``usage_of`` (a callable) are checked here, once — a wrong one is ``config_invalid``
+    naming it; each call checks only its own arguments."""
 
     def __init__(
         self,
@@ -61,6 +65,16 @@ class Resilience:
         limiter: RateLimiter | None = None,
         usage_of: UsageOf | None = None,
     ) -> None:
+        for field, value, wanted, ok in (
+            ("breaker", breaker, "None or a Breaker", isinstance(breaker, Breaker)),
+            ("limiter", limiter, "None or a RateLimiter", isinstance(limiter, RateLimiter)),
+            ("usage_of", usage_of, "None or a callable", callable(usage_of)),
+        ):
+            if value is not None and not ok:
+                raise ActorError.from_code(
+                    Code.CONFIG_INVALID,
+                    f"Resilience: {field} must be {wanted}, got {type(value).__name__}",
+                )
         self.retry = retry
         self.breaker = breaker
         self.limiter = limiter
@@ -93,21 +107,36 @@ class Resilience:
         (once per failed attempt), so a loop of refused calls lets other tasks run. The
         fast path has no checkpoint of its own: the actor call is one, and every failed
         attempt passes one before its error is retried or raised.
+
+        ``provider``, ``model``, ``tokens`` and ``budget`` wrong (the checks of
+        :func:`~supervisors.resilience.attempt.attempt`) are ``input_validation``, raised
+        before anything is taken.
         """
+        if (
+            type(tokens) is not int
+            or tokens < 0
+            or type(provider) is not str
+            or (model is not None and type(model) is not str)
+            or (budget is not None and not isinstance(budget, Budget))
+        ):
+            raise bad_arguments("Resilience.call()", provider, model, tokens, budget)
         retry = self.retry
         if retry.deadline is None:
             # The first attempt inline: no retry machinery unless it fails.
             failed: BaseException | None
             try:
-                outcome = await attempt(
+                outcome = await attempt_unchecked(
                     ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel),
-                    provider=provider,
-                    model=model,
-                    breaker=self.breaker,
-                    limiter=self.limiter,
-                    budget=budget,
-                    tokens=tokens,
-                    usage_of=self.usage_of,
+                    provider,
+                    model,
+                    self.breaker,
+                    self.limiter,
+                    budget,
+                    tokens,
+                    None,
+                    True,
+                    self.usage_of,
+                    None,
                 )
             except trio.Cancelled:
                 raise
@@ -141,16 +170,20 @@ class Resilience:
     ) -> Any:
         """One attempt (:func:`~supervisors.resilience.attempt.attempt`): the reply, or
         the refusal or failure raised. Refusals are raised without a checkpoint of their
-        own: the retry loop passes one after every failure, before the error is acted on."""
-        outcome = await attempt(
+        own: the retry loop passes one after every failure, before the error is acted on.
+        The arguments were checked by :meth:`call`."""
+        outcome = await attempt_unchecked(
             ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel),
-            provider=provider,
-            model=model,
-            breaker=self.breaker,
-            limiter=self.limiter,
-            budget=budget,
-            tokens=tokens,
-            usage_of=self.usage_of,
+            provider,
+            model,
+            self.breaker,
+            self.limiter,
+            budget,
+            tokens,
+            None,
+            True,
+            self.usage_of,
+            None,
         )
         if type(outcome) is Replied:
             return outcome.value
