@@ -99,7 +99,7 @@ def request_id_of(request: LlmRequest) -> str:
     return str(given) if given else f"pool-{next(request_ids)}"
 
 
-class Run:
+class PooledRequest:
     """One request's state in a pool: its deadline, budget and attempts, and its chain —
     made on the first failure (a request its first target answers never needs one)."""
 
@@ -184,7 +184,7 @@ class Attempter:
 
     async def attempt(
         self,
-        run: Run,
+        run: PooledRequest,
         target: Target,
         message: Any,
         *,
@@ -281,7 +281,7 @@ class Bookkeeper:
         attempter: Attempter,
         target: Target,
         request: LlmRequest,
-        run: Run | None = None,
+        run: PooledRequest | None = None,
         tap: Tap | None = None,
         hedge: bool = False,
         request_id: str | None = None,

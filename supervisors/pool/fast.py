@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from actors.providers import LlmRequest
-from supervisors.pool.attempt import Attempter, Bookkeeper, Run
+from supervisors.pool.attempt import Attempter, Bookkeeper, PooledRequest
 from supervisors.pool.chain import Chain
 from supervisors.pool.target import Target
 from supervisors.resilience.breaker import Breaker
@@ -77,17 +77,17 @@ class FastPath:
         self._down = [-math.inf] * len(self.chain)
         self._generation = -1
 
-    def run(self, request: LlmRequest, tokens: int, number: int = 1) -> Run:
+    def run(self, request: LlmRequest, tokens: int, number: int = 1) -> PooledRequest:
         """The request's state for the walk: no budget, no deadline, ``number`` attempts
         made and the limiter's estimate ``tokens`` (``-1``: not made yet)."""
-        run = Run(request, self.make_chain, None, None)
+        run = PooledRequest(request, self.make_chain, None, None)
         run.tokens, run.number = tokens, number
         return run
 
-    def handover(self, book: Bookkeeper, tokens: int) -> Run:
+    def handover(self, book: Bookkeeper, tokens: int) -> PooledRequest:
         """The request's state for the walk after the first attempt (``book``'s) did not
         answer: its ledger entry (if it was sent) and request id carried over."""
-        run = Run(book.request, self.make_chain, None, None, book.request_id)
+        run = PooledRequest(book.request, self.make_chain, None, None, book.request_id)
         run.tokens, run.number = tokens, book.number
         if book.entry is not None:
             run.attempts.append(book.entry)

@@ -43,7 +43,7 @@ from actors import ActorError, Code
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
-from supervisors.pool.attempt import Attempter, Failure, Run, apply, failure_of
+from supervisors.pool.attempt import Attempter, Failure, PooledRequest, apply, failure_of
 from supervisors.pool.chain import Blocked, Chain, Slot
 from supervisors.pool.config import invalid, seconds_or_none
 from supervisors.pool.config import name as check_name
@@ -187,7 +187,7 @@ class ProviderPool:
             budget = self.budget
         if budget is not None or not self._plain or type(request) is not LlmRequest:
             return await self._complete(request, budget)
-        fast = self._fast  # supervisors.pool.fast: the first attempt without a Run
+        fast = self._fast  # supervisors.pool.fast: the first attempt without a PooledRequest
         book, skipped, position, tokens = fast.first(request)
         if book is None:
             return await self._walk(fast.run(request, tokens, 0), skipped or [], position, None)
@@ -230,7 +230,7 @@ class ProviderPool:
 
     async def _walk(
         self,
-        run: Run,
+        run: PooledRequest,
         skipped: list[tuple[int, float]],
         index: int,
         failed: Failure | None,
@@ -303,7 +303,7 @@ class ProviderPool:
 
     # --- the chain's waits and its end ----------------------------------------------
 
-    def _race(self, run: Run, nursery: trio.Nursery, *, stream: bool) -> Race:
+    def _race(self, run: PooledRequest, nursery: trio.Nursery, *, stream: bool) -> Race:
         return Race(
             run,
             nursery,
@@ -314,7 +314,7 @@ class ProviderPool:
             stream=stream,
         )
 
-    def _run(self, request: Any, budget: Budget | _PoolDefault | None) -> Run:
+    def _run(self, request: Any, budget: Budget | _PoolDefault | None) -> PooledRequest:
         if not isinstance(request, LlmRequest):
             raise ActorError.from_code(
                 Code.INPUT_VALIDATION,
@@ -325,7 +325,7 @@ class ProviderPool:
             budget = self.budget
         elif budget is not None and not isinstance(budget, Budget):
             raise invalid("budget", "a Budget or None", budget)
-        return Run(request, self._make_chain, budget, self.deadline)
+        return PooledRequest(request, self._make_chain, budget, self.deadline)
 
     def _make_chain(self) -> Chain:
         breaker = self.resilience.breaker
@@ -338,7 +338,7 @@ class ProviderPool:
             else lambda target: breaker.model_gone_fast(target.provider, target.model),
         )
 
-    async def _wait(self, run: Run) -> None:
+    async def _wait(self, run: PooledRequest) -> None:
         """Nothing admissible now: sleep until the earliest target is, if that comes
         before the deadline (an attempt starting at the deadline could not run) — else
         the chain is exhausted."""
@@ -358,7 +358,7 @@ class ProviderPool:
             await progress.wait()
             chain.unblock()
 
-    async def _exhausted(self, run: Run) -> None:
+    async def _exhausted(self, run: PooledRequest) -> None:
         """Raise ``all_providers_failed`` — unless ``on_exhausted`` decides to go on."""
         chain = run.chain
         failure = exhausted(
@@ -414,7 +414,7 @@ def _prices(prices: Mapping[tuple[str, str], Price] | None) -> dict[tuple[str, s
     return dict(prices)
 
 
-def _audit(run: Run, failure: AllProvidersFailed, decision: Decision | None) -> None:
+def _audit(run: PooledRequest, failure: AllProvidersFailed, decision: Decision | None) -> None:
     emit(
         PoolEscalated(
             request_id=run.request_id,

@@ -28,7 +28,7 @@ import trio
 
 from actors import ActorError
 from actors.providers import Complete, LlmResponse, Stream, StreamEvent
-from supervisors.pool.attempt import Attempter, Failure, Run, Tap, apply
+from supervisors.pool.attempt import Attempter, Failure, PooledRequest, Tap, apply
 from supervisors.pool.chain import Slot
 from supervisors.resilience.attempt import CutOff
 
@@ -36,7 +36,7 @@ Result = LlmResponse | Failure
 Kind = Literal["first", "done"]
 #: The pool's wait (sleep until a target is admissible, or end the chain) and its end of
 #: the chain (raise ``all_providers_failed``, unless the escalation hook goes on).
-Step = Callable[[Run], Awaitable[None]]
+Step = Callable[[PooledRequest], Awaitable[None]]
 
 
 class Runner:
@@ -60,7 +60,7 @@ class Race:
 
     def __init__(
         self,
-        run: Run,
+        run: PooledRequest,
         nursery: trio.Nursery,
         *,
         attempter: Attempter,

@@ -70,7 +70,7 @@ def request_for(request: LlmRequest, model: str) -> LlmRequest:
     each target is asked for its own).
 
     The one place this is decided: the pool's fast path, its walk, hedged attempts and
-    streams all send what this returns (:meth:`supervisors.pool.attempt.Run.request_for`
+    streams all send what this returns (:meth:`supervisors.pool.attempt.PooledRequest.request_for`
     keeps one copy per model for a request's retries)."""
     if model == request.model:
         return request
