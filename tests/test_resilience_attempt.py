@@ -13,7 +13,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import Actor, ActorError, Code, Usage, open_runtime
+from actors import Actor, ActorError, Code, Receipt, Usage, open_runtime
 from supervisors import Breaker, Budget, BudgetLimits, Dimension, RateLimit, RateLimiter
 from supervisors.resilience.attempt import (
     CutOff,
@@ -78,6 +78,9 @@ class Book:
         assert now == trio.current_time()  # told when it ended
         self.told.append(("ended", type(outcome).__name__, now))
         return self.charge
+
+    def withdrawn(self) -> None:
+        self.told.append(("withdrawn", trio.current_time()))
 
 
 async def opened(breaker: Breaker, provider: str = "alpha", model: str | None = None) -> None:
@@ -386,18 +389,91 @@ async def test_a_cancel_of_an_enclosing_scope(autojump_clock: MockClock) -> None
     assert trio.current_time() == 31.0
 
 
-async def test_a_caller_cancelled_before_the_call(autojump_clock: MockClock) -> None:
+async def test_a_caller_cancelled_before_the_call_takes_nothing(
+    autojump_clock: MockClock,
+) -> None:
+    breaker, limiter, book = Breaker(), RateLimiter({"alpha": LIMIT}), Book()
+    await opened(breaker)
+    await trio.sleep(30.0)  # half-open: the next admission takes the probe lease
+    coroutine = answer()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await attempt(
+            coroutine, provider="alpha", breaker=breaker, limiter=limiter, tokens=100, book=book
+        )
+    assert scope.cancelled_caught
+    assert inspect.getcoroutinestate(coroutine) == "CORO_CLOSED"
+    assert book.told == []
+    assert tokens_level(limiter) == 600.0 and requests_level(limiter) == 60.0
+    assert await breaker.state_of("alpha") is BreakerState.OPEN  # not even asked
+    assert breaker.blocked_fast("alpha") is None  # the next call probes
+
+
+async def test_a_caller_already_cancelled_is_cancelled_not_refused(
+    autojump_clock: MockClock,
+) -> None:
+    budget = Budget("r", BudgetLimits(tokens=10))
+    await budget.charge(Usage(input_tokens=10, output_tokens=0))  # spent: would refuse
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await attempt(give(1), provider="alpha", budget=budget)
+        raise AssertionError("not reached")  # pragma: no cover
+    assert scope.cancelled_caught
+
+
+class Busy(Actor):
+    """Takes 10 s a message; counts what it handled."""
+
+    def __init__(self) -> None:
+        self.handled: list[Any] = []
+
+    async def handle(self, message: Any) -> Any:
+        self.handled.append(message)
+        await trio.sleep(10)
+        return {"value": message, "usage": USAGE}
+
+
+async def test_a_call_withdrawn_while_queued_was_never_sent(autojump_clock: MockClock) -> None:
+    busy = Busy()
+
     async def run(breaker: Breaker, limiter: RateLimiter, book: Book) -> None:
-        with trio.CancelScope() as scope:
-            scope.cancel()
-            await attempt(
-                answer(), provider="alpha", breaker=breaker, limiter=limiter, tokens=100,
-                book=book,
-            )  # fmt: skip
-        assert scope.cancelled_caught
+        async with open_runtime() as runtime:
+            ref = await runtime.spawn(lambda: busy)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lambda: ref.call("first", timeout=None))  # until 40 s
+                await trio.sleep(1.0)
+                receipt = Receipt()
+                with trio.move_on_after(2.0) as scope:  # queued behind "first" throughout
+                    await attempt(
+                        ref.call("second", timeout=None, receipt=receipt), provider="alpha",
+                        breaker=breaker, limiter=limiter, tokens=100, book=book,
+                        receipt=receipt,
+                    )  # fmt: skip
+                assert scope.cancelled_caught and receipt.delivered is False
+                assert tokens_level(limiter) == 600.0 and requests_level(limiter) == 60.0
 
     _, _, book = await probe_cancelled(autojump_clock, run)
-    assert book.told == [("sent", 30.0), ("ended", "NoneType", 30.0)]
+    assert book.told == [("sent", 31.0), ("withdrawn", 33.0)]
+    assert busy.handled == ["first"]
+
+
+async def test_a_call_cancelled_while_handled_was_sent(autojump_clock: MockClock) -> None:
+    busy = Busy()
+
+    async def run(breaker: Breaker, limiter: RateLimiter, book: Book) -> None:
+        async with open_runtime() as runtime:
+            ref = await runtime.spawn(lambda: busy)
+            receipt = Receipt()
+            with trio.move_on_after(2.0):
+                await attempt(
+                    ref.call("taken", timeout=None, receipt=receipt), provider="alpha",
+                    breaker=breaker, limiter=limiter, tokens=100, book=book, receipt=receipt,
+                )  # fmt: skip
+            assert receipt.delivered is True
+            assert tokens_level(limiter) == 520.0  # kept: 600 - 100 + 2 s of refill
+
+    _, _, book = await probe_cancelled(autojump_clock, run)
+    assert book.told == [("sent", 30.0), ("ended", "NoneType", 32.0)]
 
 
 async def test_a_cancel_during_admission_takes_nothing(autojump_clock: MockClock) -> None:
@@ -567,6 +643,72 @@ async def test_resilience_call_is_the_primitive(autojump_clock: MockClock) -> No
     assert flaky.calls == [0.0, 1.0]
 
 
+#: 60 requests and 6000 tokens, all but never refilled: what a call keeps stays taken.
+STILL = RateLimit(
+    requests_per_minute=1e-9, request_burst=60, tokens_per_minute=1e-9, token_burst=6000
+)
+
+
+def still_levels(limiter: RateLimiter) -> tuple[float, float]:
+    state: Any = limiter.state  # a MemoryState
+    now, specs = trio.current_time(), STILL.specs("alpha")
+    return (
+        round(state.bucket("alpha:requests", specs["alpha:requests"], now).level, 6),
+        round(state.bucket("alpha:tokens", specs["alpha:tokens"], now).level, 6),
+    )
+
+
+async def test_resilience_call_by_a_caller_already_cancelled_takes_nothing(
+    autojump_clock: MockClock,
+) -> None:
+    from supervisors import Resilience
+
+    busy, limiter = Busy(), RateLimiter({"alpha": STILL})
+    resilience = Resilience(limiter=limiter, breaker=Breaker())
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: busy)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await resilience.call(ref, "hi", provider="alpha", tokens=1000)
+        assert scope.cancelled_caught
+        await trio.sleep(20)
+    assert (busy.handled, still_levels(limiter)) == ([], (60.0, 6000.0))
+
+
+async def test_resilience_call_withdrawn_while_queued_gives_the_reservation_back(
+    autojump_clock: MockClock,
+) -> None:
+    from supervisors import Resilience
+
+    busy, limiter = Busy(), RateLimiter({"alpha": STILL})
+    resilience = Resilience(limiter=limiter)
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: busy)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: ref.call("first", timeout=None))  # busy until 10 s
+            await trio.sleep(1)
+            with trio.move_on_after(1) as scope:
+                await resilience.call(ref, "second", provider="alpha", tokens=1000, timeout=None)
+            assert scope.cancelled_caught
+            assert still_levels(limiter) == (60.0, 6000.0)
+    assert busy.handled == ["first"]
+
+
+async def test_resilience_call_cancelled_while_handled_keeps_the_reservation(
+    autojump_clock: MockClock,
+) -> None:
+    from supervisors import Resilience
+
+    busy, limiter = Busy(), RateLimiter({"alpha": STILL})
+    resilience = Resilience(limiter=limiter)
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: busy)
+        with trio.move_on_after(1):
+            await resilience.call(ref, "taken", provider="alpha", tokens=1000, timeout=None)
+    assert busy.handled == ["taken"]
+    assert still_levels(limiter) == (59.0, 5000.0)  # the provider may have it
+
+
 # --- a shared state backend (no synchronous path, every operation yields) ----------------
 
 
@@ -691,6 +833,7 @@ async def test_the_cut_is_a_timeout_named_so(autojump_clock: MockClock) -> None:
         ({"model": "m", "deadline": 5.0, "breaker": "b"}, "breaker"),
         ({"breaker": Breaker(), "limiter": 1}, "limiter"),
         ({"limiter": RateLimiter({}), "budget": 1}, "budget"),
+        ({"model": "m", "receipt": object()}, "receipt"),
     ],
 )
 async def test_bad_arguments_name_the_first_wrong_one(

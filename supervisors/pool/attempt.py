@@ -27,8 +27,10 @@ What each ending does (the primitive's table, plus the ledger):
   stream whose events reached the consumer, charged with its estimated usage);
 * cut by the deadline — breaker: no verdict; reservation: kept (the request may have
   reached the provider); budget: not charged; ledger: ``failed`` with ``timeout``;
-* cancelled — breaker: no verdict, probe lease freed; reservation: kept, or given back
-  if never delivered; budget: not charged; ledger: ``cancelled``;
+* cancelled — breaker: no verdict, probe lease freed; reservation: kept; budget: not
+  charged; ledger: ``cancelled`` — unless the caller was cancelled before the provider
+  actor took the message (already cancelled, or while it waited queued): then nothing was
+  sent, the reservation is given back whole and there is no ledger entry;
 * refused — reservation given back; no ledger entry (nothing was sent).
 """
 
@@ -41,7 +43,7 @@ from typing import Any
 
 import trio
 
-from actors import ActorError, Code, Usage
+from actors import ActorError, Code, Receipt, Usage
 from actors.providers import LlmRequest, LlmResponse
 from supervisors.pool.chain import Chain, Slot
 from supervisors.pool.ledger import Attempt, Ledger, Outcome
@@ -201,8 +203,9 @@ class Attempter:
                 tokens = run.tokens = request.estimated_prompt_tokens() + request.max_tokens
         # The arguments were checked when the pool was built (its targets, resilience and
         # budget) or are made here: the primitive's unchecked form.
+        receipt = Receipt()
         outcome = await attempt_unchecked(
-            target.ref.call(message, timeout=self.timeout, propagate_cancel=True),
+            target.ref.call(message, timeout=self.timeout, propagate_cancel=True, receipt=receipt),
             target.provider,
             target.model,
             self.breaker,
@@ -213,6 +216,7 @@ class Attempter:
             False,  # no wait: the chain rotates instead
             self.usage_check(target),
             Bookkeeper(self, target, run.request, run, tap, hedge, run.request_id),
+            receipt,
         )
         return failure_of(outcome)
 
@@ -304,6 +308,14 @@ class Bookkeeper:
         else:
             run.number = self.number = run.number + 1
         self.started = now
+
+    def withdrawn(self) -> None:
+        # Never sent: no entry (its number is not reused: its request is being cancelled).
+        # Its probe lease, if it held one, was freed: wake the requests waiting for one.
+        progress = self.attempter.progress
+        if progress is not None:
+            self.attempter.progress = None
+            progress.set()
 
     def ended(self, outcome: Ended | None, now: float) -> Usage | None:
         if type(outcome) is Replied:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from actors import ActorError, Code
+from actors import ActorError, Code, Receipt
 from actors.events import PoolEscalated
 from actors.lowlevel import emit, open_nursery_unwrapped
 from actors.providers import Complete, LlmProvider, LlmRequest, LlmResponse
@@ -194,11 +194,13 @@ class ProviderPool:
         target = book.target
         # Everything was checked when the pool was built, or is made here: the
         # primitive's unchecked form (the walk's Attempter.attempt, specialised).
+        receipt = Receipt()
         outcome = await attempt_unchecked(
             target.ref.call(
                 Complete.unchecked(request_for(request, target.model)),
                 timeout=self.attempt_timeout,
                 propagate_cancel=True,
+                receipt=receipt,
             ),
             target.provider,
             target.model,
@@ -210,6 +212,7 @@ class ProviderPool:
             False,  # no wait: the walk decides
             fast.usage_checks[position],
             book,
+            receipt,
         )
         if type(outcome) is Replied:
             return outcome.value  # type: ignore[no-any-return]

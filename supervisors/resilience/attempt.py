@@ -49,16 +49,21 @@ Then the call is made once (``call`` is a coroutine not yet started, awaited her
 * **cut off** — breaker: no verdict (a probe lease is freed); reservation: kept (the
   request may have reached the provider); budget: not charged;
 * **cancelled** — breaker: no verdict (a probe lease is freed); reservation: given back
-  whole when cancelled before the call (during admission), else as for a failure
+  whole when cancelled before the call (during admission), or during it but before the
+  actor took the message (``receipt.delivered is False``: withdrawn, never handled —
+  ``book`` is told :meth:`~Bookkeeping.withdrawn`, not ``ended``), else as for a failure
   without usage: kept; budget: not charged;
 * **turned away** — reservation given back whole; nothing recorded or charged.
 
+A caller already cancelled when the attempt starts gets ``trio.Cancelled`` at once and
+takes nothing (``checkpoint_if_cancelled``: no schedule point when it is not cancelled).
 A cancellation is anything that is not an ``Exception``: ``trio.Cancelled``, a group
 holding one next to other errors (:func:`actors.lowlevel.cancellation_reason`, which the
 breaker's ``record`` applies), ``KeyboardInterrupt``. It is re-raised as it is.
 
-``book`` (optional, a :class:`Bookkeeping`) is told when the call is sent and how (and
-when) the attempt ended, before the budget is charged: the pool writes its ledger there and says
+``book`` (optional, a :class:`Bookkeeping`) is told when the call is sent (``sent``) and
+how (and when) the attempt ended (``ended``) — or that it was withdrawn unsent
+(``withdrawn``) — before the budget is charged: the pool writes its ledger there and says
 what to charge (the usage priced, a stream's estimated partial usage). A charge that
 passes a cap is raised (the refusal's error) once everything is settled: it ends
 whatever the caller was doing.
@@ -74,7 +79,7 @@ from typing import Any, Final, Literal, Protocol
 import attrs
 import trio
 
-from actors import ActorError, Code, Usage, classify
+from actors import ActorError, Code, Receipt, Usage, classify
 from supervisors.resilience.breaker import Admission, Breaker
 from supervisors.resilience.budget import Budget
 from supervisors.resilience.ratelimit import Permit, RateLimiter
@@ -139,9 +144,14 @@ class Bookkeeping(Protocol):
         """The attempt was admitted and the call is about to be made, at trio time ``now``."""
 
     def ended(self, outcome: Ended | None, now: float) -> Usage | None:
-        """The sent attempt ended, at trio time ``now`` (``outcome`` ``None``: cancelled,
-        and about to be re-raised); return the usage to charge the budget with (``None``:
-        nothing)."""
+        """The sent attempt ended, at trio time ``now`` (``outcome`` ``None``: cancelled
+        after the actor took the call, and about to be re-raised); return the usage to
+        charge the budget with (``None``: nothing)."""
+
+    def withdrawn(self) -> None:
+        """The call was not sent after all: its caller was cancelled before the actor
+        took it (the receipt says so), and the cancellation is about to be re-raised.
+        Told instead of :meth:`ended`; nothing is charged."""
 
 
 def attempt(
@@ -157,6 +167,7 @@ def attempt(
     wait: bool = True,
     usage_of: UsageOf | None = None,
     book: Bookkeeping | None = None,
+    receipt: Receipt | None = None,
 ) -> Coroutine[Any, Any, Outcome]:
     """Make one attempt of ``call`` on the target ``(provider, model)``; see the module
     docstring for the sequence and what each ending does. ``await attempt(...)``.
@@ -164,12 +175,17 @@ def attempt(
     ``call`` is the call to make, as a coroutine not yet started (``ref.call(message,
     timeout=…)``): it is awaited once when the attempt is admitted, and closed unstarted
     when it is refused (or cancelled during admission) — so nothing of it runs.
+    ``receipt``: the :class:`~actors.Receipt` that ``call`` fills (``ref.call(…,
+    receipt=receipt)``), read when the caller is cancelled during the call: a call
+    withdrawn before the actor took it was never sent (without one, a cancelled call
+    counts as sent).
 
     ``tokens``: the limiter's estimate (an ``int`` >= 0). ``deadline``: an absolute trio
     time at which a running call is cut (``None`` or ``inf``: never); it bounds the
     limiter's wait too (else trio's effective deadline does). ``wait=False``: a limiter
     without room *now* refuses rather than waits. ``usage_of``: the usage of a reply
-    (default: none). Not a checkpoint of its own: the call is one; a refusal returns
+    (default: none). Not a checkpoint of its own unless the caller is already cancelled
+    (then ``trio.Cancelled`` at once, nothing taken): the call is one; a refusal returns
     without yielding (the caller yields). Arguments of the wrong type (a ``tokens`` that
     is negative, a float, NaN; a NaN deadline) are ``input_validation``, raised (by this
     call, before anything is taken) with ``call`` closed; the attempt itself is
@@ -192,15 +208,27 @@ def attempt(
             and not isinstance(limiter, RateLimiter)
         )
         or (budget is not None and not isinstance(budget, Budget))
+        or (receipt is not None and not isinstance(receipt, Receipt))
         or type(call) is not CoroutineType
     ):
         if type(call) is CoroutineType:
             call.close()
         raise bad_arguments(
-            "attempt()", provider, model, tokens, budget, deadline, breaker, limiter, call
+            "attempt()", provider, model, tokens, budget, deadline, breaker, limiter, call, receipt
         )
     return attempt_unchecked(
-        call, provider, model, breaker, limiter, budget, tokens, deadline, wait, usage_of, book
+        call,
+        provider,
+        model,
+        breaker,
+        limiter,
+        budget,
+        tokens,
+        deadline,
+        wait,
+        usage_of,
+        book,
+        receipt,
     )
 
 
@@ -216,6 +244,7 @@ async def attempt_unchecked(
     wait: bool,
     usage_of: UsageOf | None,
     book: Bookkeeping | None,
+    receipt: Receipt | None,
     /,
 ) -> Outcome:
     """:func:`attempt` without the checks of its arguments, which are positional, in
@@ -230,6 +259,9 @@ async def attempt_unchecked(
     # The trio time, read once: valid until the first await (the synchronous path has none).
     now = clock.current_time()
     try:
+        # A caller already cancelled takes nothing, is refused nothing: trio.Cancelled
+        # (a schedule point only then).
+        await trio.lowlevel.checkpoint_if_cancelled()
         if budget is not None:
             refusal = await budget.check_or_refuse()
             if refusal is not None:
@@ -285,7 +317,13 @@ async def attempt_unchecked(
         if not isinstance(exc, Exception):  # a cancellation (or an interrupt): no verdict
             if admission is not None:
                 await breaker.record(admission, exc)  # type: ignore[union-attr]
-            if book is not None:  # the reservation is kept: the call may have been sent
+            if receipt is not None and receipt.delivered is False:
+                # Withdrawn before the actor took it: never sent, all of it goes back.
+                if permit is not None:
+                    await limiter.release(permit)  # type: ignore[union-attr]
+                if book is not None:
+                    book.withdrawn()
+            elif book is not None:  # the reservation is kept: the call may have been sent
                 book.ended(None, clock.current_time())
             raise
         value = classify(exc, provider=provider, model=model)
@@ -352,6 +390,7 @@ def bad_arguments(
     breaker: object = None,
     limiter: object = None,
     call: object = _NOT_GIVEN,
+    receipt: object = None,
 ) -> ActorError:
     """``input_validation`` naming the first of the arguments of :func:`attempt` that is
     wrong (one of them must be), raised by ``where`` (``call`` not given: not checked)."""
@@ -373,6 +412,12 @@ def bad_arguments(
             "None or a RateLimiter",
         ),
         ("budget", budget, budget is None or isinstance(budget, Budget), "None or a Budget"),
+        (
+            "receipt",
+            receipt,
+            receipt is None or isinstance(receipt, Receipt),
+            "None or an actors.Receipt",
+        ),
         # pragma: no mutate below: equivalent — the last check, reached only when the call
         # is what is wrong (or when an earlier argument is, which is named first)
         (

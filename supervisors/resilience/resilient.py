@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 
-from actors import ActorError, ActorRef, Code
+from actors import ActorError, ActorRef, Code, Receipt
 from actors.lowlevel import DEFAULT_CALL_TIMEOUT
 from supervisors.resilience.attempt import Replied, UsageOf, attempt_unchecked, bad_arguments
 from supervisors.resilience.breaker import Breaker
@@ -124,9 +124,15 @@ class Resilience:
         if retry.deadline is None:
             # The first attempt inline: no retry machinery unless it fails.
             failed: BaseException | None
+            receipt = Receipt()
             try:
                 outcome = await attempt_unchecked(
-                    ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel),
+                    ref.call(
+                        message,
+                        timeout=timeout,
+                        propagate_cancel=propagate_cancel,
+                        receipt=receipt,
+                    ),
                     provider,
                     model,
                     self.breaker,
@@ -137,6 +143,7 @@ class Resilience:
                     True,
                     self.usage_of,
                     None,
+                    receipt,
                 )
             except trio.Cancelled:
                 raise
@@ -172,8 +179,9 @@ class Resilience:
         the refusal or failure raised. Refusals are raised without a checkpoint of their
         own: the retry loop passes one after every failure, before the error is acted on.
         The arguments were checked by :meth:`call`."""
+        receipt = Receipt()
         outcome = await attempt_unchecked(
-            ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel),
+            ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel, receipt=receipt),
             provider,
             model,
             self.breaker,
@@ -184,6 +192,7 @@ class Resilience:
             True,
             self.usage_of,
             None,
+            receipt,
         )
         if type(outcome) is Replied:
             return outcome.value
