@@ -3,7 +3,7 @@
 Same run, same actor: the bare ``ref.call`` vs ``Resilience.call`` with the default
 retry rules, a breaker keyed by provider and model, and a limiter on requests and tokens
 whose reservation is settled with the reply's usage on every call (limits high enough
-never to wait; the in-memory state backend). Target: <= 1.25x.
+never to wait; the in-memory state backend). Target: <= 1.2x.
 """
 
 from __future__ import annotations
