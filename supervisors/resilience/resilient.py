@@ -37,13 +37,20 @@ retry loop (which takes over only when it fails); ``make bench``'s
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any
 
 import trio
 
 from actors import ActorError, ActorRef, Code, Receipt
 from actors.lowlevel import DEFAULT_CALL_TIMEOUT
-from supervisors.resilience.attempt import Replied, UsageOf, attempt_unchecked, bad_arguments
+from supervisors.resilience.attempt import (
+    Outcome,
+    Replied,
+    UsageOf,
+    attempt_unchecked,
+    bad_arguments,
+)
 from supervisors.resilience.breaker import Breaker
 from supervisors.resilience.budget import Budget
 from supervisors.resilience.ratelimit import RateLimiter
@@ -105,8 +112,8 @@ class Resilience:
         cancelled gets ``trio.Cancelled`` — never ``circuit_open``, ``rate_limited`` or
         ``budget_exceeded`` — and a call refused at once still yields to the scheduler
         (once per failed attempt), so a loop of refused calls lets other tasks run. The
-        fast path has no checkpoint of its own: the actor call is one, and every failed
-        attempt passes one before its error is retried or raised.
+        first attempt runs without the retry loop, which takes over only when it fails;
+        both make the attempt through one method.
 
         ``provider``, ``model``, ``tokens`` and ``budget`` wrong (the checks of
         :func:`~supervisors.resilience.attempt.attempt`) are ``input_validation``, raised
@@ -124,26 +131,9 @@ class Resilience:
         if retry.deadline is None:
             # The first attempt inline: no retry machinery unless it fails.
             failed: BaseException | None
-            receipt = Receipt()
             try:
-                outcome = await attempt_unchecked(
-                    ref.call(
-                        message,
-                        timeout=timeout,
-                        propagate_cancel=propagate_cancel,
-                        receipt=receipt,
-                    ),
-                    provider,
-                    model,
-                    self.breaker,
-                    self.limiter,
-                    budget,
-                    tokens,
-                    None,
-                    True,
-                    self.usage_of,
-                    None,
-                    receipt,
+                outcome = await self._send(
+                    ref, message, provider, model, tokens, timeout, budget, propagate_cancel
                 )
             except trio.Cancelled:
                 raise
@@ -179,8 +169,29 @@ class Resilience:
         the refusal or failure raised. Refusals are raised without a checkpoint of their
         own: the retry loop passes one after every failure, before the error is acted on.
         The arguments were checked by :meth:`call`."""
+        outcome = await self._send(
+            ref, message, provider, model, tokens, timeout, budget, propagate_cancel
+        )
+        if type(outcome) is Replied:
+            return outcome.value
+        raise outcome.error  # type: ignore[union-attr]
+
+    def _send(
+        self,
+        ref: ActorRef,
+        message: Any,
+        provider: str,
+        model: str | None,
+        tokens: int,
+        timeout: float | None,
+        budget: Budget | None,
+        propagate_cancel: bool,
+    ) -> Coroutine[Any, Any, Outcome]:
+        """The one attempt of both :meth:`call`'s first try and the retry loop's: the
+        attempt's coroutine (not awaited here, so no frame is added), with a
+        :class:`~actors.Receipt` that tells it whether a cancelled call was delivered."""
         receipt = Receipt()
-        outcome = await attempt_unchecked(
+        return attempt_unchecked(
             ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel, receipt=receipt),
             provider,
             model,
@@ -194,6 +205,3 @@ class Resilience:
             None,
             receipt,
         )
-        if type(outcome) is Replied:
-            return outcome.value
-        raise outcome.error  # type: ignore[union-attr]
