@@ -182,10 +182,9 @@ async def current_cancel_reason(exc: BaseException) -> str | None:
     cancel in effect here (a probe checkpoint; no schedule point when not cancelled) and
     falls back to the exception's own reason.
     """
-    reason = cancellation_reason(exc)
-    if reason is None:
+    if cancellation_reason(exc) is None:
         return None
-    return await cancel_in_effect() or reason
+    return await cancel_supersedes(exc)  # the one rule, for a cancellation
 
 
 async def cancel_in_effect() -> str | None:
