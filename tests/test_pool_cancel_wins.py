@@ -35,6 +35,7 @@ from supervisors import (
     Target,
     open_tree,
 )
+from tests.cancel_helpers import holds_value_error
 from tests.pool_helpers import request
 
 SEEDS = range(12)
@@ -73,16 +74,6 @@ class Misbehaving(Actor):
         return LlmResponse(
             content="ok", usage=Usage(input_tokens=1, output_tokens=1), model=request.model
         )
-
-
-def holds_value_error(exc: BaseException | None) -> bool:
-    while exc is not None:
-        if isinstance(exc, ValueError) and str(exc) == "cleanup broke":
-            return True
-        if isinstance(exc, BaseExceptionGroup):
-            return any(holds_value_error(member) for member in exc.exceptions)
-        exc = exc.__cause__
-    return False
 
 
 @asynccontextmanager
@@ -146,6 +137,8 @@ async def _aborted(seed: int) -> None:
     for answer in answers:
         assert isinstance(answer, ActorError), answer  # 2 s answers: the abort comes first
         assert (answer.code, answer.message) == (Code.CANCELLED, REASON)
+        if answer.delivered:  # the provider had it: its failure under the cancel is kept
+            assert holds_value_error(answer), "the provider's failure is kept as the cause"
     assert trio.current_time() == cancel_at + (0.5 if mode == "stubborn" else 0.0)
     # Nothing failed over, nothing counted against a provider, no probe held.
     assert [(e.provider, e.code) for e in pool.ledger.entries] == [("alpha", "cancelled")] * callers

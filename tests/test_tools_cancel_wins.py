@@ -27,6 +27,7 @@ from actors.testing import capture_events
 from actors.tools import Grants, ToolContext, ToolGroup, tool
 from supervisors import Backoff, RetryPolicy
 from supervisors.runs import Agent, Workflow
+from tests.cancel_helpers import holds_value_error
 from tests.runs_helpers import names, of, world
 from tests.tools_helpers import hosted
 
@@ -87,17 +88,6 @@ def for_agent(seen: Seen) -> Any:
         return await behave(seen, context.key, query, 50.0)
 
     return tool(flaky)
-
-
-def holds_value_error(exc: BaseException | None) -> bool:
-    """Whether ``exc``'s cause chain (groups included) holds the tool's ValueError."""
-    while exc is not None:
-        if isinstance(exc, ValueError) and str(exc) == "cleanup broke":
-            return True
-        if isinstance(exc, BaseExceptionGroup):
-            return any(holds_value_error(member) for member in exc.exceptions)
-        exc = exc.__cause__
-    return False
 
 
 def schedule(seed: int) -> dict[str, Any]:
