@@ -75,7 +75,7 @@ class FastPath:
         # Per chain position, the trio time until which its breaker refuses it — valid
         # while the in-process state's generation is the one seen.
         self._down = [-math.inf] * len(self.chain)
-        self._generation = -1
+        self._generation = -1  # pragma: no mutate: any value, as _down is all -inf until set
 
     def run(self, request: LlmRequest, tokens: int, number: int = 1) -> PooledRequest:
         """The request's state for the walk: no budget, no deadline, ``number`` attempts
@@ -96,7 +96,7 @@ class FastPath:
     def first(self, request: LlmRequest) -> First:
         """The first target to try for ``request`` (synchronous: nothing is taken)."""
         breaker = self.breaker
-        tokens = -1
+        tokens = -1  # pragma: no mutate: read only with a limiter, which sets it below
         if self.limiter is not None:
             tokens = request.estimated_prompt_tokens() + request.max_tokens
         local = None if breaker is None else breaker.local
