@@ -282,8 +282,13 @@ class Incarnation:
                     envelope.scope = segment  # what caller_gave_up / expire cancel
                     result = await handle(envelope.message)
                     envelope.scope = None
-                    if segment.cancel_called:
-                        return None  # the caller left: drop the result, serve on afresh
+                    # The caller left (withdraw / time_out mark a running envelope
+                    # ABANDONED as they cancel its scope, the only cancels of a segment,
+                    # which has no deadline): drop the result, serve on afresh. Read
+                    # here rather than ``segment.cancel_called``, a property that
+                    # reads the clock on every call.
+                    if envelope.state is State.ABANDONED:
+                        return None
                 else:
                     result = await handle(envelope.message)
             except trio.Cancelled:

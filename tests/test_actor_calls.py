@@ -164,3 +164,45 @@ async def test_fifo_per_sender(autojump_clock: MockClock) -> None:
             await ref.cast(i)
         assert await ref.call("end") == "end"
     assert log == [*range(100), "end"]
+
+
+async def test_handler_that_ignores_a_propagated_cancel_then_returns(
+    autojump_clock: MockClock,
+) -> None:
+    """A ``propagate_cancel`` caller times out while its handler shields itself: the late
+    result goes nowhere, the actor serves on, and a later caller's cancel still reaches
+    its own handler (a fresh cancel scope, not the spent one)."""
+    seen: list[tuple[str, float, str]] = []
+
+    class Stubborn(Actor):
+        async def handle(self, message: Any) -> Any:
+            kind, seconds = message
+            try:
+                if kind == "shielded":
+                    with trio.CancelScope(shield=True):
+                        await trio.sleep(seconds)
+                else:
+                    await trio.sleep(seconds)
+            except trio.Cancelled:
+                seen.append((kind, trio.current_time(), "cancelled"))
+                raise
+            seen.append((kind, trio.current_time(), "returned"))
+            return kind
+
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Stubborn)
+        with pytest.raises(ActorError) as caught:
+            await ref.call(("shielded", 3), timeout=1, propagate_cancel=True)
+        assert (caught.value.code, caught.value.delivered) == (Code.CALL_TIMEOUT, True)
+        assert trio.current_time() == 1.0
+        assert await ref.call(("plain", 1), timeout=10, propagate_cancel=True) == "plain"
+        assert trio.current_time() == 4.0
+        with trio.move_on_after(2):
+            await ref.call(("plain", 10), timeout=None, propagate_cancel=True)
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == [
+            ("shielded", 3.0, "returned"),
+            ("plain", 4.0, "returned"),
+            ("plain", 6.0, "cancelled"),
+        ]
+        assert ref.restarts == 0

@@ -189,8 +189,10 @@ class Resilience:
     ) -> Coroutine[Any, Any, Outcome]:
         """The one attempt of both :meth:`call`'s first try and the retry loop's: the
         attempt's coroutine (not awaited here, so no frame is added), with a
-        :class:`~actors.Receipt` that tells it whether a cancelled call was delivered."""
-        receipt = Receipt()
+        :class:`~actors.Receipt` that tells it whether a cancelled call was delivered —
+        when there is a limiter, whose reservation that decides (without one, nothing
+        taken depends on it, and the receipt is not made)."""
+        receipt = None if self.limiter is None else Receipt()
         return attempt_unchecked(
             ref.call(message, timeout=timeout, propagate_cancel=propagate_cancel, receipt=receipt),
             provider,
