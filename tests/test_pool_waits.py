@@ -3,11 +3,15 @@ open breakers, escalation's fresh start, the earliest retry_after."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import Code
+from actors import Actor, ActorError, Code, Usage, fail, open_runtime
+from actors.events import RetryScheduled
+from actors.providers import LlmResponse
 from actors.testing import capture_events
 from actors.testing.chaos import Fault
 from supervisors import (
@@ -21,6 +25,7 @@ from supervisors import (
     RetryLater,
     RetryPolicy,
     RetryRules,
+    Target,
 )
 from tests.pool_helpers import faults, fleet, request, rules
 
@@ -154,3 +159,104 @@ async def test_a_model_gone_is_never_tried_again_after_a_retry_later(
         assert [r.model for r in f.servers["A"].requests] == ["m1", "m2", "m2"]
         assert f.times("B") == [0.0, 5.0]
         assert [e.decision for e in audit] == ["retry"]
+
+
+# --- the chain's own rules, on actors that answer by script (no HTTP) ------------------
+
+
+class Steps(Actor):
+    """Answers each request by the next step (the last one repeats): ``"ok"``, a code,
+    or ``(code, retry_after)``; records ``(provider, model, time)`` of every request."""
+
+    def __init__(self, name: str, steps: list[Any], seen: list[tuple[str, str, float]]) -> None:
+        self.name, self.steps, self.seen = name, steps, seen
+
+    async def handle(self, message: Any) -> Any:
+        model = message.request.model
+        self.seen.append((self.name, model, trio.current_time()))
+        step = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
+        if step == "ok":
+            usage = Usage(input_tokens=1, output_tokens=1)
+            return LlmResponse(content=self.name, usage=usage, provider=self.name, model=model)
+        code, retry_after = step if isinstance(step, tuple) else (step, None)
+        retryable = ActorError.from_code(Code(code)).retryable
+        return fail(
+            Code(code), f"{self.name} says {code}", retryable=retryable, retry_after=retry_after
+        )
+
+
+async def _steps(
+    runtime: Any, seen: list[tuple[str, str, float]], **scripts: list[Any]
+) -> dict[str, Any]:
+    """One actor per provider of ``scripts``, by name."""
+    refs = {}
+    for name, steps in scripts.items():
+        refs[name] = await runtime.spawn(lambda n=name, s=steps: Steps(n, list(s), seen))
+    return refs
+
+
+async def test_retries_are_announced_with_their_number_delay_and_source(
+    autojump_clock: MockClock,
+) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(
+            runtime, seen, A=["unavailable", "unavailable", ("rate_limited", 5.0), "ok"]
+        )
+        pool = ProviderPool(
+            [Target(ref=refs["A"], provider="A", model="m1")], resilience=Resilience(retry=rules())
+        )
+        with capture_events(RetryScheduled) as retries:
+            reply = await pool.complete(request())
+    assert reply.content == "A"
+    assert [at for _, _, at in seen] == [0.0, 1.0, 3.0, 8.0]
+    assert [(r.attempt, r.delay, r.source, r.error.code) for r in retries] == [
+        (1, 1.0, "schedule", Code.UNAVAILABLE),
+        (2, 2.0, "schedule", Code.UNAVAILABLE),
+        (3, 5.0, "header", Code.RATE_LIMITED),
+    ]
+
+
+async def test_a_model_known_gone_ends_the_request_naming_it(autojump_clock: MockClock) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["model_not_found"], B=["ok"])
+        targets = [
+            Target(ref=refs["A"], provider="A", model="m1"),
+            Target(ref=refs["B"], provider="B", model="m1"),
+        ]
+        pool = ProviderPool(targets, resilience=Resilience(retry=rules(), breaker=Breaker()))
+        with pytest.raises(ActorError) as first:
+            await pool.complete(request())
+        assert (first.value.code, first.value.message) == (
+            Code.MODEL_NOT_FOUND,
+            "A says model_not_found",
+        )
+        with pytest.raises(ActorError) as second:
+            await pool.complete(request())
+    assert second.value.code is Code.MODEL_NOT_FOUND
+    assert second.value.message == (
+        "the model is known not to exist: its breaker is open until reset"
+    )
+    assert (second.value.provider, second.value.model) == ("A", "m1")
+    assert seen == [("A", "m1", 0.0)]  # the second request never called it
+
+
+async def test_a_model_known_gone_moves_to_the_providers_next_model(
+    autojump_clock: MockClock,
+) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["model_not_found", "ok"], B=["ok"])
+        targets = [
+            Target(ref=refs["A"], provider="A", model="m1"),
+            Target(ref=refs["B"], provider="B", model="m1"),
+        ]
+        pool = ProviderPool(
+            targets,
+            downgrades={"A": ["m2"]},
+            resilience=Resilience(retry=rules(), breaker=Breaker()),
+        )
+        replies = [await pool.complete(request()) for _ in range(2)]
+    assert [(r.content, r.model) for r in replies] == [("A", "m2"), ("A", "m2")]
+    assert seen == [("A", "m1", 0.0), ("A", "m2", 0.0), ("A", "m2", 0.0)]

@@ -147,10 +147,10 @@ class PooledRequest:
     def request_for(self, model: str) -> LlmRequest:
         """The request a target serving ``model`` receives
         (:func:`~supervisors.pool.target.request_for`), made once per model."""
-        by_model = self._by_model
+        by_model = self._by_model  # pragma: no mutate: a cache of equal requests
         if by_model is None:
             by_model = self._by_model = {}
-        made = by_model.get(model)
+        made = by_model.get(model)  # pragma: no mutate: a cache of equal requests
         if made is None:
             made = by_model[model] = request_for(self.request, model)
         return made
@@ -179,7 +179,7 @@ class Attempter:
         """The ``usage_of`` of the attempts on ``target`` (:func:`usage_check`), made once
         per ``(provider, model)``."""
         key = (target.provider, target.model)
-        check = self._usage_checks.get(key)
+        check = self._usage_checks.get(key)  # pragma: no mutate: a cache of equal checks
         if check is None:
             check = self._usage_checks[key] = usage_check(target.provider, target.model)
         return check
@@ -195,10 +195,10 @@ class Attempter:
     ) -> LlmResponse | Failure:
         """One attempt of ``run`` on ``target`` (see the module docstring)."""
         limiter = self.limiter
-        tokens = 0
+        tokens = 0  # pragma: no mutate: read only with a limiter, which sets it below
         if limiter is not None:
             tokens = run.tokens
-            if tokens < 0:
+            if tokens < 0:  # pragma: no mutate: an estimate is never 0 (max_tokens >= 1)
                 request = run.request
                 tokens = run.tokens = request.estimated_prompt_tokens() + request.max_tokens
         # The arguments were checked when the pool was built (its targets, resilience and
@@ -213,7 +213,7 @@ class Attempter:
             run.budget,
             tokens,
             run.deadline_at,
-            False,  # no wait: the chain rotates instead
+            False,  # pragma: no mutate: no wait (None is as false): the chain rotates
             self.usage_check(target),
             Bookkeeper(self, target, run.request, run, tap, hedge, run.request_id),
             receipt,
