@@ -570,6 +570,7 @@ async def test_no_charge_without_a_budget_or_usage(autojump_clock: MockClock) ->
         ({"breaker": "b"}, "breaker must be None or a Breaker, got str 'b'"),
         ({"limiter": 1}, "limiter must be None or a RateLimiter, got int 1"),
         ({"budget": 1}, "budget must be None or a Budget, got int 1"),
+        ({"receipt": 1}, "receipt must be None or an actors.Receipt, got int 1"),
     ],
 )
 async def test_bad_arguments_are_input_validation(
@@ -857,3 +858,26 @@ async def test_a_bad_call_is_named_after_good_arguments(autojump_clock: MockCloc
         raised.value.message
         == "attempt(): call must be a coroutine (not started), got NoneType None"
     )
+
+
+async def test_a_cancel_landing_in_a_shared_breakers_admission_gives_the_permit_back(
+    autojump_clock: MockClock,
+) -> None:
+    """The caller is not cancelled when the attempt starts (so the limiter grants), and
+    the cancel lands while the breaker's state answers: the permit goes back whole."""
+
+    class CancelledWhileAdmitting(Remote):
+        async def breaker_admit(self, *args: Any, **kwargs: Any) -> Any:
+            assert requests_level(limiter) == 59.0  # granted before the breaker is asked
+            scope.cancel()
+            return await self.__getattr__("breaker_admit")(*args, **kwargs)
+
+    breaker = Breaker(state=CancelledWhileAdmitting())  # type: ignore[arg-type]
+    limiter = RateLimiter({"alpha": LIMIT})
+    coroutine = give(1)
+    with trio.CancelScope() as scope:
+        await attempt(coroutine, provider="alpha", breaker=breaker, limiter=limiter, tokens=100)
+    assert scope.cancelled_caught
+    assert inspect.getcoroutinestate(coroutine) == "CORO_CLOSED"
+    assert tokens_level(limiter) == 600.0 and requests_level(limiter) == 60.0
+    assert trio.current_time() == 0.0

@@ -200,16 +200,8 @@ def attempt(
         or type(provider) is not str
         or (model is not None and type(model) is not str)
         or (deadline is not None and (type(deadline) not in (int, float) or deadline != deadline))
-        or (
-            breaker is not None
-            and type(breaker) is not Breaker  # pragma: no mutate: a shortcut of isinstance
-            and not isinstance(breaker, Breaker)
-        )
-        or (
-            limiter is not None
-            and type(limiter) is not RateLimiter  # pragma: no mutate: a shortcut of isinstance
-            and not isinstance(limiter, RateLimiter)
-        )
+        or (breaker is not None and not isinstance(breaker, Breaker))
+        or (limiter is not None and not isinstance(limiter, RateLimiter))
         or (budget is not None and not isinstance(budget, Budget))
         or (receipt is not None and not isinstance(receipt, Receipt))
         or type(call) is not CoroutineType
@@ -272,12 +264,12 @@ async def attempt_unchecked(
                 return TurnedAway(refusal, "budget")
             now = clock.current_time()
         if limiter is not None:
-            # Equivalent mutants below: without the synchronous grant, acquire_or_refuse
-            # grants the same permit (the fast path only saves an await).
-            permit = limiter.acquire_fast(  # pragma: no mutate: a fast path
+            # Synchronous when the in-process buckets have room (the fast path only saves
+            # an await: acquire_or_refuse would grant the same permit).
+            permit = limiter.acquire_fast(
                 provider,
                 tokens=tokens,
-                now=now,  # pragma: no mutate: a fast path
+                now=now,  # pragma: no mutate: equivalent, None reads the same clock here
             )
             if permit is None:
                 acquired = await limiter.acquire_or_refuse(
@@ -289,9 +281,9 @@ async def attempt_unchecked(
                 permit = acquired
                 now = clock.current_time()
         if breaker is not None:
-            # Equivalent mutants below: admit_or_refuse admits a clean breaker alike (the
-            # fast path only saves an await).
-            admission = breaker.admit_fast(provider, model)  # pragma: no mutate: a fast path
+            # Synchronous for a clean in-process breaker (the fast path only saves an
+            # await: admit_or_refuse admits it alike).
+            admission = breaker.admit_fast(provider, model)
             if admission is None:
                 decision = await breaker.admit_or_refuse(provider, model)
                 if isinstance(decision, ActorError):
@@ -421,17 +413,12 @@ def bad_arguments(
             receipt is None or isinstance(receipt, Receipt),
             "None or an actors.Receipt",
         ),
-        # pragma: no mutate below: equivalent — the last check, reached only when the call
-        # is what is wrong (or when an earlier argument is, which is named first)
-        (
-            "call",
-            call,
-            call is _NOT_GIVEN or type(call) is CoroutineType,  # pragma: no mutate
-            "a coroutine (not started)",
-        ),  # pragma: no mutate
     )
+    # The call last, and only named when nothing before it is wrong: then it is what is
+    # (attempt() checks it; a caller that passes none has a wrong argument above).
     name, shown, wanted = next(
-        (name, value, wanted) for name, value, ok, wanted in checks if not ok
+        ((name, value, wanted) for name, value, ok, wanted in checks if not ok),
+        ("call", call, "a coroutine (not started)"),
     )
     return ActorError.from_code(
         Code.INPUT_VALIDATION,
