@@ -19,7 +19,8 @@ between the caller and the actor call costs on each of its suspensions).
 
 It remembers, per chain position, until when a target's breaker refuses it, and does
 not ask again before then — unless the in-process breakers' generation changed (a
-success, a freed probe lease or a reset may admit sooner).
+success, a freed probe lease, a reset or a reopening may admit sooner: a failed probe's
+new probe time may come before the lease it ends).
 """
 
 from __future__ import annotations

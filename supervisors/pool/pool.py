@@ -344,10 +344,11 @@ class ProviderPool:
     async def _wait(self, run: PooledRequest) -> None:
         """Nothing admissible now: sleep until the earliest target is, if that comes
         before the deadline (an attempt starting at the deadline could not run) — else
-        the chain is exhausted."""
+        the chain is exhausted. Past the deadline nothing is admissible, whatever the
+        targets say (a stream read only after its deadline passed: no attempt starts)."""
         chain = run.chain
         wake = chain.wake_at()
-        if wake is None or wake >= run.deadline_at:
+        if wake is None or max(wake, trio.current_time()) >= run.deadline_at:
             await self._exhausted(run)
             return
         # Sleep until then — or until one of the pool's attempts ends: a refusal's

@@ -64,7 +64,8 @@ class MemoryState(StateBackend):
         # every breaker admits (read directly by the breaker's fast path).
         self.breakers: dict[str, _Breaker] = {}
         # Bumped whenever a breaker may admit sooner than breaker_blocked said (a success,
-        # a freed probe lease, a reset): what a caller remembered of it is stale.
+        # a freed probe lease, a reset, a reopening — a failed probe's new probe time
+        # may come before the lease it ends): what a caller remembered of it is stale.
         self.generation = 0
         self._buckets: dict[str, Bucket] = {}
         self._usage: dict[str, tuple[int, float, int]] = {}
@@ -158,6 +159,9 @@ class MemoryState(StateBackend):
             breaker.failures += 1
             if breaker.failures < threshold:
                 return None
+        # (Re)opened: a half-open breaker whose probe failed may probe again before the
+        # lease it ends, so what a caller remembered of it is stale.
+        self.generation += 1
         breaker.state = _OPEN
         breaker.failures = 0
         breaker.successes = 0
