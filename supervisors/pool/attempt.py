@@ -213,7 +213,7 @@ class Attempter:
             run.budget,
             tokens,
             run.deadline_at,
-            False,  # pragma: no mutate: no wait (None is as false): the chain rotates
+            False,  # no wait: the chain rotates instead
             self.usage_check(target),
             Bookkeeper(self, target, run.request, run, tap, hedge, run.request_id),
             receipt,
