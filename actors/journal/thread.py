@@ -34,7 +34,7 @@ class StoreThread:
         self._name = name
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._closed = False  # pragma: no mutate: equivalent, None is as false
+        self._closed = False
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the store thread; its result or its exception, here."""
