@@ -29,8 +29,10 @@
   and a ``retry_after`` of the time until a probe may be tried. ``success_threshold``
   successful probes close it; a failed probe re-opens it with a fresh cooldown.
 * A cancelled call neither opens nor closes the breaker and frees the probe it held —
-  also one that raised a group holding ``trio.Cancelled`` next to other errors (the one
-  cancellation check, :func:`actors.lowlevel.cancellation_reason`).
+  also one that raised a group holding ``trio.Cancelled`` next to other errors: anything
+  that is not an ``Exception`` is no verdict (a group holding a ``Cancelled`` is a
+  ``BaseExceptionGroup``; so is every group :func:`actors.lowlevel.cancellation_reason`
+  calls a cancellation), and neither is an error whose code is ``cancelled``.
 * Every transition is an event ``breaker.transition`` (provider, model, from, to, code,
   cooldown).
 """
@@ -49,7 +51,7 @@ import trio
 
 from actors import ActorError, Code, normalize
 from actors.events import BreakerTransition
-from actors.lowlevel import cancellation_reason, emit
+from actors.lowlevel import emit
 from supervisors.state import MemoryState, StateBackend, Transition
 from supervisors.state.base import BreakerState
 
@@ -267,19 +269,20 @@ class Breaker:
         """Record how an admitted call ended: ``None`` for success, else what it raised.
 
         Shielded: a verdict (or the release of a probe lease) is recorded even while the
-        caller is being cancelled. A cancellation (:func:`actors.lowlevel.cancellation_reason`:
-        ``trio.Cancelled``, or a group holding one, whatever else it holds) records nothing
-        but frees the lease; so does a ``BaseException`` that is not an ``Exception``
-        (``KeyboardInterrupt``, ``GeneratorExit``…): not the provider's doing.
+        caller is being cancelled. Anything that is not an ``Exception`` records nothing
+        but frees the lease: a cancellation (``trio.Cancelled``, or a group holding one,
+        whatever else it holds — a ``BaseExceptionGroup``), ``KeyboardInterrupt``,
+        ``GeneratorExit``…: not the provider's doing; so does an error whose code is
+        ``cancelled``.
         """
         if exc is None and self.unchanged_by_success(admission):
             return
         with trio.CancelScope(shield=True):
             if exc is None:
                 await self._success(admission)
-            elif cancellation_reason(exc) is not None:  # pragma: no mutate: else releases too
-                await self._release(admission)  # a group holding a Cancelled included
             else:
+                # Anything not an Exception — a cancellation, a group holding one (a
+                # BaseExceptionGroup), an interrupt — is no verdict: _failure releases.
                 await self._failure(
                     admission, normalize(exc) if isinstance(exc, Exception) else None
                 )
