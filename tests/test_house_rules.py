@@ -4,11 +4,15 @@
   name (two ``Run``, two ``Entry``) make every reader ask which one is meant, and a
   protocol and its implementation are named apart.
 * **No module over** :data:`MAX_LINES` lines: a bigger one is two concerns.
+* **Every ``# pragma: no mutate`` says why** its line's mutants are equivalent (text
+  after ``no mutate:``) and is listed in docs/contributing.md's *Equivalent mutants*
+  (by its module's path): a marking nobody can check is how a killable mutant hides.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -70,3 +74,24 @@ def test_no_module_is_over_the_line_limit() -> None:
     }
     assert set(found) - OVER_THE_LIMIT == set(), found
     assert set(found) == OVER_THE_LIMIT, "a module got under the limit: shrink OVER_THE_LIMIT"
+
+
+PRAGMA = re.compile(r"#\s*pragma: no mutate(?P<rest>.*)$")
+
+
+def test_every_no_mutate_pragma_gives_its_reason_and_is_listed() -> None:
+    listed = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    listed = listed[listed.index("### Equivalent mutants") :]
+    unexplained, unlisted = [], []
+    for path in _modules():
+        relative = str(path.relative_to(ROOT))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found = PRAGMA.search(line)
+            if found is None:
+                continue
+            if not re.match(r":\s*\S.{8,}", found.group("rest")):
+                unexplained.append(f"{relative}:{number}")
+            if f"`{relative}`" not in listed:
+                unlisted.append(relative)
+    assert unexplained == []
+    assert sorted(set(unlisted)) == []
