@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH ?=
 MODULE ?=
 
-.PHONY: test lint types pytest demo bench mutate mutate-all clean
+.PHONY: test lint types pytest demo bench mutate mutate-all mutate-constants mutate-constants-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,17 @@ mutate: $(STAMP)
 # of docs/contributing.md regenerated from the runs: no score is written by hand.
 mutate-all: $(STAMP)
 	$(BIN)/python -m tests.mutation --all $(MODULE) --write docs/contributing.md
+
+# Constant mutants of one module: the literals evaluated at import time, which mutmut
+# leaves alone (module and class constants, tables, field and parameter defaults).
+mutate-constants: $(STAMP)
+	@test -n "$(MODULE)" || { echo "usage: make mutate-constants MODULE=path/to/module.py" >&2; exit 2; }
+	$(BIN)/python -m tests.mutation_constants $(MODULE)
+
+# Every module of TESTS_BY_MODULE (or those under MODULE=prefix ...), and the constant
+# score table of docs/contributing.md regenerated from the runs.
+mutate-constants-all: $(STAMP)
+	$(BIN)/python -m tests.mutation_constants --all $(MODULE) --write docs/contributing.md
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache

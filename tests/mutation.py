@@ -250,6 +250,13 @@ def repository_files(root: Path) -> list[str]:
     return [name for name in names if (root / name).is_file()]
 
 
+def scratch_base() -> Path:
+    """Where scratch copies go: ``$MUTATE_DIR``, default ``/tmp/mutate`` (created)."""
+    base = Path(os.environ.get("MUTATE_DIR", "/tmp/mutate"))
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
 def copy_tree(root: Path, files: Sequence[str], scratch: Path) -> None:
     for name in files:
         target = scratch / name
@@ -321,9 +328,7 @@ def mutate(module: str, *, max_children: int, show: bool, keep: bool) -> str:
     missing = [name for name in (module, *tests) if not (root / name).is_file()]
     if missing:
         raise ToolError(f"missing: {', '.join(missing)}")
-    base = Path(os.environ.get("MUTATE_DIR", "/tmp/mutate"))
-    base.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=Path(module).stem + "-", dir=base))
+    scratch = Path(tempfile.mkdtemp(prefix=Path(module).stem + "-", dir=scratch_base()))
     try:
         files = repository_files(root)
         copy_tree(root, files, scratch)
@@ -403,26 +408,32 @@ def score_table(rows: Sequence[str]) -> str:
     )
 
 
-def replace_table(document: str, table: str) -> str:
-    """``document`` with the block between the markers replaced by ``table``
-    (``ToolError`` when the markers are missing)."""
-    start, end = document.find(TABLE_BEGIN), document.find(TABLE_END)
-    if start < 0 or end < start:
-        raise ToolError(f"the score table's markers are missing: {TABLE_BEGIN!r}")
-    return document[:start] + table + document[end + len(TABLE_END) :]
+def replace_table(
+    document: str, table: str, *, begin: str = TABLE_BEGIN, end: str = TABLE_END
+) -> str:
+    """``document`` with the block between the markers ``begin`` and ``end`` (default:
+    this table's) replaced by ``table`` (``ToolError`` when the markers are missing)."""
+    start, stop = document.find(begin), document.find(end)
+    if start < 0 or stop < start:
+        raise ToolError(f"the score table's markers are missing: {begin!r}")
+    return document[:start] + table + document[stop + len(end) :]
 
 
-def mutate_all(prefixes: Sequence[str], *, max_children: int, write: Path | None) -> str:
-    """Every selected module in turn; with ``write``, its score table regenerated from
-    these runs (a failed module is a row saying so, never a stale score)."""
-    root = Path(__file__).resolve().parent.parent
-    revision = subprocess.run(
+def revision(root: Path) -> str:
+    """``git describe --always --dirty`` of ``root`` (``-dirty``: uncommitted changes)."""
+    return subprocess.run(
         ["git", "describe", "--always", "--dirty"],
         cwd=root,
         capture_output=True,
         text=True,
         check=False,
     ).stdout.strip()
+
+
+def mutate_all(prefixes: Sequence[str], *, max_children: int, write: Path | None) -> str:
+    """Every selected module in turn; with ``write``, its score table regenerated from
+    these runs (a failed module is a row saying so, never a stale score)."""
+    measured = revision(Path(__file__).resolve().parent.parent)
     if write is not None and TABLE_BEGIN not in write.read_text(encoding="utf-8"):
         raise ToolError(f"{write}: no score table markers to replace")
     rows, reports = [], []
@@ -432,9 +443,9 @@ def mutate_all(prefixes: Sequence[str], *, max_children: int, write: Path | None
         except ToolError as error:
             first = str(error).splitlines()[0]
             report = f"{module}: failed ({first})"
-            rows.append(f"| `{module}` | — | failed: {first} | — | — | `{revision}` |")
+            rows.append(f"| `{module}` | — | failed: {first} | — | — | `{measured}` |")
         else:
-            rows.append(score_row(module, report, revision))
+            rows.append(score_row(module, report, measured))
         print(report, flush=True)
         reports.append(report)
         if write is not None:  # after each module: an interrupted run keeps what it measured
@@ -445,9 +456,12 @@ def mutate_all(prefixes: Sequence[str], *, max_children: int, write: Path | None
     return "\n".join(reports)
 
 
-def _rows_outside(document: str, prefixes: Sequence[str]) -> list[str]:
-    """The table rows in ``document`` of modules of the table not under ``prefixes``."""
-    block = document[document.find(TABLE_BEGIN) : document.find(TABLE_END)]
+def _rows_outside(
+    document: str, prefixes: Sequence[str], *, begin: str = TABLE_BEGIN, end: str = TABLE_END
+) -> list[str]:
+    """The rows of the table between ``begin`` and ``end`` (default: this table's) in
+    ``document`` of modules of :data:`TESTS_BY_MODULE` not under ``prefixes``."""
+    block = document[document.find(begin) : document.find(end)]
     rows = []
     for line in block.splitlines():
         if line.startswith("| `"):
