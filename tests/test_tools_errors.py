@@ -10,6 +10,7 @@ import trio
 from trio.testing import MockClock
 
 from actors import ActorError, Code
+from actors.events import ToolCallFailed
 from actors.testing import capture_events
 from actors.tools import Grants, Tool, ToolContext, ToolGroup, tool
 from supervisors import Backoff, RetryPolicy
@@ -311,3 +312,110 @@ async def test_a_policy_deadline_bounds_the_retries(autojump_clock: MockClock) -
             await tools.call("work", {"mode": "raise"})
     assert (caught.value.code, caught.value.attempt, runs.count) == (Code.TOOL_FAILED, 3, 3)
     assert trio.current_time() == 2.0
+
+
+# --- pins of the entry's edges (what the mutation runs showed unpinned) -----------------
+
+
+async def test_a_retry_that_would_start_at_the_timeout_is_not_made(
+    autojump_clock: MockClock,
+) -> None:
+    runs = Runs()
+    async with hosted(ToolGroup("g", [counting(runs, retry=TWO_RETRIES)])) as (_, tools):
+        with (
+            capture_events("tool.retry") as retries,
+            pytest.raises(ActorError, match=r"tool 'work' raised") as caught,
+        ):
+            await tools.call("work", {"mode": "raise"}, timeout=1.0)  # the 1 s wait ends at 1.0
+    assert (caught.value.code, caught.value.attempt, caught.value.tool) == (
+        Code.TOOL_FAILED,
+        1,
+        "work",
+    )
+    assert (runs.count, list(retries), trio.current_time()) == (1, [], 0.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ({"name": 7}, "name must be a non-empty string, got int"),
+        (
+            {"arguments": [1]},
+            "arguments must be a mapping (a JSON object), got list",
+        ),
+        ({"grants": ["work"]}, "grants must be a Grants, got list"),
+        ({"timeout": 0.0}, "timeout must be a finite number of seconds > 0"),
+        ({"timeout": "1"}, "timeout must be a number of seconds > 0 or None, got str"),
+        ({"key": b"k"}, "key must be a non-empty string, got bytes"),
+        (
+            {"run_id": 5, "node_id": "n", "index": 0},
+            "run_id must be a non-empty string without '/' (with run_id, node_id and index), "
+            "got int",
+        ),
+        (
+            {"run_id": "r", "node_id": "a/b", "index": 0},
+            "node_id must be a non-empty string without '/' (with run_id, node_id and index), "
+            "got str",
+        ),
+        (
+            {"run_id": "r", "node_id": "n", "index": "0"},
+            "index must be an integer >= 0 (with run_id and node_id), got str",
+        ),
+        (
+            {"run_id": "r", "node_id": "n", "index": 1.0},
+            "index must be an integer >= 0 (with run_id and node_id), got float",
+        ),
+    ],
+)
+async def test_a_bad_call_says_exactly_what_is_wrong_and_is_never_retryable(
+    autojump_clock: MockClock, call: dict[str, Any], message: str
+) -> None:
+    runs = Runs()
+    options: dict[str, Any] = {"name": "work", "arguments": {"mode": "ok"}} | call
+    name, arguments = options.pop("name"), options.pop("arguments")
+    async with hosted(ToolGroup("g", [counting(runs)])) as (_, tools):
+        with pytest.raises(ActorError) as caught:
+            await tools.call(name, arguments, **options)
+    error = caught.value
+    assert (error.code, error.message, error.retryable) == (Code.INPUT_VALIDATION, message, False)
+    # The checks of the call's own arguments name the tool once the name is known.
+    named = "work" if "arguments" in call or "grants" in call else None
+    assert error.tool == named
+    assert runs.count == 0
+
+
+async def test_a_timeout_under_one_second_is_a_timeout_like_any_other(
+    autojump_clock: MockClock,
+) -> None:
+    runs = Runs()
+    async with hosted(ToolGroup("g", [counting(runs)])) as (_, tools):
+        done = await tools.call("work", {"mode": "ok"}, timeout=0.5)
+        with pytest.raises(ActorError, match="did not finish within its timeout") as caught:
+            await tools.call("work", {"mode": "sleep"}, timeout=0.25)
+    assert (done.tool, done.value, done.attempt) == ("work", "done", 1)
+    assert (caught.value.code, caught.value.attempt) == (Code.TOOL_TIMEOUT, 1)
+    assert trio.current_time() == 0.25
+
+
+async def test_a_result_and_its_output_error_name_the_tool_on_the_first_attempt(
+    autojump_clock: MockClock,
+) -> None:
+    runs = Runs()
+    work = counting(runs, output_schema={"type": "string"})
+    async with hosted(ToolGroup("g", [work])) as (_, tools):
+        done = await tools.call("work", {"mode": "ok"}, key="k-7")
+        with (
+            capture_events(ToolCallFailed) as failed,
+            pytest.raises(ActorError) as caught,
+        ):
+            await tools.call("work", {"mode": "number"}, key="k-8")
+    assert tuple(done) == ("work", "done", (), 1, "k-7")
+    error = caught.value
+    assert (error.code, error.tool, error.message) == (
+        Code.OUTPUT_VALIDATION,
+        "work",
+        "$: type: expected string, got integer",
+    )
+    assert [(e.tool, e.code, e.attempts, e.key) for e in failed] == [
+        ("work", "output_validation", 1, "k-8")
+    ]

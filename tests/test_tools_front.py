@@ -11,6 +11,7 @@ import trio.lowlevel
 from trio.testing import MockClock
 
 from actors import Actor, ActorError, Code, fail, open_runtime
+from actors.events import ToolRetried
 from actors.testing import capture_events
 from actors.tools import ALL, NONE, Grants, ListTools, ToolGroup, ToolHost, ToolInfo, tool
 from supervisors import Tools
@@ -287,3 +288,170 @@ def test_grants_refuse_what_cannot_be_a_constraint() -> None:
         Grants(everything="yes")  # type: ignore[arg-type]
     assert {awaited.value.code, flag.value.code} == {Code.CONFIG_INVALID}
     assert Grants.allow(echo=lambda arguments: True).rule_for("echo")[0] is True
+
+
+# --- pins of the front door's parts (what the mutation runs showed unpinned) ------------
+
+
+async def test_two_workers_take_turns_and_a_tie_goes_to_the_first(
+    autojump_clock: MockClock,
+) -> None:
+    ends: dict[str, float] = {}
+    async with hosted(ToolGroup("g", [nap], concurrency=2)) as (_, tools):
+
+        async def one(label: str, seconds: float) -> None:
+            ends[label] = (await tools.call("nap", {"seconds": seconds})).value
+
+        async with trio.open_nursery() as nursery:
+            for label, seconds in (("a", 3.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)):
+                nursery.start_soon(one, label, seconds)
+                await trio.lowlevel.checkpoint()
+    # a and b take a worker each; c ties (1, 1): the first, after a; d: the second, after b.
+    assert ends == {"a": 3.0, "b": 1.0, "c": 4.0, "d": 2.0}
+
+
+async def test_a_call_goes_to_the_worker_with_the_fewest_calls_not_the_first_fewer(
+    autojump_clock: MockClock,
+) -> None:
+    ends: dict[str, float] = {}
+    async with hosted(ToolGroup("g", [nap], concurrency=3)) as (_, tools):
+
+        async def one(label: str, seconds: float) -> None:
+            ends[label] = (await tools.call("nap", {"seconds": seconds})).value
+
+        async with trio.open_nursery() as nursery:
+            for label, seconds in (("a", 10.0), ("b", 10.0), ("c", 1.0), ("d", 1.0)):
+                nursery.start_soon(one, label, seconds)
+                await trio.lowlevel.checkpoint()
+            await trio.sleep(1.5)  # c is done: the workers hold 2, 1 and 0 calls
+            nursery.start_soon(one, "e", 1.0)
+    assert ends == {"a": 10.0, "b": 10.0, "c": 1.0, "d": 11.0, "e": 2.5}
+
+
+class Meltdown(BaseException):
+    """Not an Exception: a tool raising it takes its worker down (its restart shows
+    which worker ran the call)."""
+
+
+@tool
+async def melt() -> str:
+    raise Meltdown("down")
+
+
+async def test_a_worker_whose_calls_ended_counts_as_idle_again(autojump_clock: MockClock) -> None:
+    async with hosted(ToolGroup("g", [echo, melt], concurrency=2)) as (tree, tools):
+        for _ in range(3):
+            assert (await tools.call("echo", {"text": "x"})).value == "x"
+        with pytest.raises(ActorError, match="crashed its worker"):
+            await tools.call("melt", {})
+        with trio.fail_after(5):
+            while tree.ref("tools.g.0").restarts == 0:
+                await trio.sleep(0.01)
+        assert [tree.ref(f"tools.g.{i}").restarts for i in range(2)] == [1, 0]
+
+
+async def test_a_call_without_any_timeout_waits_as_long_as_its_tool_runs(
+    autojump_clock: MockClock,
+) -> None:
+    async with hosted(ToolGroup("g", [nap])) as (_, tools):
+        result = await tools.call("nap", {"seconds": 600.0})
+    assert (result.tool, result.value, result.attempt) == ("nap", 600.0, 1)
+
+
+class ScriptedMcp(Actor):
+    """An MCP host whose listing and answers a test sets (class attributes)."""
+
+    input_schema: dict[str, Any] = {"type": "object"}
+    output_schema: dict[str, Any] | None = None
+    answer: Code = Code.NETWORK
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, ListTools):
+            info = ToolInfo(
+                "echo", "remote", ScriptedMcp.input_schema, ScriptedMcp.output_schema, "remote"
+            )
+            return (info,)
+        return fail(ScriptedMcp.answer, "the server said no", retryable=True)
+
+
+async def scripted_call(answer: Code, **options: Any) -> tuple[ActorError, list[ToolRetried]]:
+    ScriptedMcp.answer = answer
+    async with open_runtime() as runtime:
+        remote = await runtime.spawn(ScriptedMcp)
+        tools = Tools(mcp=[("remote", remote)], grants=ALL, **options)
+        await tools.refresh()
+        with (
+            capture_events(ToolRetried) as retries,
+            pytest.raises(ActorError) as caught,
+        ):
+            await tools.call("echo", {})
+    return caught.value, retries
+
+
+async def test_an_mcp_host_failing_with_no_tool_code_is_mcp_gateway(
+    autojump_clock: MockClock,
+) -> None:
+    error, retries = await scripted_call(Code.NETWORK, mcp_retry=TWO_RETRIES)
+    assert (error.code, error.message, error.retryable, error.tool, error.attempt) == (
+        Code.MCP_GATEWAY,
+        "the MCP server 'remote' could not be reached",
+        True,
+        "echo",
+        3,
+    )
+    assert isinstance(error.__cause__, ActorError)
+    assert (error.__cause__.code, error.__cause__.message) == (Code.NETWORK, "the server said no")
+    # Each retried attempt's error is the gateway error too, its cause the host's answer.
+    assert [(e.attempt, e.error.code, e.error.tool, e.error.attempt) for e in retries] == [
+        (1, Code.MCP_GATEWAY, "echo", 1),
+        (2, Code.MCP_GATEWAY, "echo", 2),
+    ]
+    assert [getattr(e.error.__cause__, "code", None) for e in retries] == [
+        Code.NETWORK,
+        Code.NETWORK,
+    ]
+    assert trio.current_time() == 3.0
+
+
+@pytest.mark.parametrize("code", [Code.MCP_TOOL_FAILED, Code.TOOL_TIMEOUT, Code.RESOURCE_BUSY])
+async def test_an_mcp_hosts_tool_code_is_kept_and_named_after_the_tool(
+    autojump_clock: MockClock, code: Code
+) -> None:
+    error, retries = await scripted_call(code, mcp_retry=TWO_RETRIES)
+    assert (error.code, error.message, error.tool, error.attempt) == (
+        code,
+        "the server said no",
+        "echo",
+        3,
+    )
+    assert [(e.error.code, e.error.tool, e.error.attempt) for e in retries] == [
+        (code, "echo", 1),
+        (code, "echo", 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schemas", "which"),
+    [
+        ({"input_schema": {"type": "no-such-type"}}, "input"),
+        ({"output_schema": {"type": "no-such-type"}}, "output"),
+    ],
+)
+async def test_an_mcp_tool_with_a_bad_schema_is_config_invalid_naming_it(
+    autojump_clock: MockClock, schemas: dict[str, Any], which: str
+) -> None:
+    ScriptedMcp.input_schema, ScriptedMcp.output_schema = {"type": "object"}, None
+    for name, schema in schemas.items():
+        setattr(ScriptedMcp, name, schema)
+    try:
+        async with open_runtime() as runtime:
+            remote = await runtime.spawn(ScriptedMcp)
+            tools = Tools(mcp=[("remote", remote)], grants=ALL)
+            with pytest.raises(ActorError) as caught:
+                await tools.refresh()
+    finally:
+        ScriptedMcp.input_schema, ScriptedMcp.output_schema = {"type": "object"}, None
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert caught.value.message.startswith(
+        f"the {which} schema of 'echo': invalid JSON Schema at $.type"
+    )

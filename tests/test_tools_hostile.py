@@ -4,16 +4,17 @@ answer, and nothing they do reaches past their own call."""
 from __future__ import annotations
 
 import collections.abc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import ActorError, Code
+from actors import Actor, ActorError, Code, fail, open_runtime
 from actors.testing import capture_events
-from actors.tools import ALL, Grants, Partial, ToolGroup, tool
+from actors.tools import ALL, Grants, Partial, RunTool, ToolGroup, tool
+from supervisors import Tools
 from tests.tools_helpers import TWO_RETRIES, hosted
 
 
@@ -247,3 +248,62 @@ async def test_an_already_cancelled_caller_sends_nothing(autojump_clock: MockClo
     assert scope.cancelled_caught
     assert runs == []  # the attempt began, and was cancelled before any host ran it
     assert [(e.code, e.attempts) for e in failed] == [("cancelled", 1)]
+
+
+# --- pins of the argument copies (what the mutation runs showed unpinned) ---------------
+
+
+async def test_arguments_nested_too_deep_say_so_exactly_and_are_fatal(
+    autojump_clock: MockClock,
+) -> None:
+    deep: Any = {}
+    for _ in range(5000):
+        deep = {"d": deep}
+    async with hosted(ToolGroup("g", [anything])) as (_, tools):
+        with pytest.raises(ActorError) as caught:
+            await tools.call("anything", {"value": deep})
+    error = caught.value
+    assert (error.code, error.message, error.retryable) == (
+        Code.INPUT_VALIDATION,
+        "$: the arguments are nested too deeply",
+        False,
+    )
+
+
+class Recorder(Actor):
+    """A host that keeps the arguments object of each attempt it is sent, failing (retryably)
+    all but the third."""
+
+    seen: list[Mapping[str, Any]] = []
+
+    async def handle(self, message: Any) -> Any:
+        assert isinstance(message, RunTool)
+        Recorder.seen.append(message.arguments)
+        if message.context.attempt < 3:
+            return fail(Code.TOOL_FAILED, "again", retryable=True)
+        return "ok"
+
+
+async def never_run(value: Any) -> str:
+    return "never run: its host is the Recorder"
+
+
+probe = tool(never_run, name="probe", retry=TWO_RETRIES)
+
+
+@pytest.mark.parametrize(("value", "nested"), [("flat", False), (5, False), ([1], True)])
+async def test_flat_arguments_are_copied_once_a_call_nested_ones_once_an_attempt(
+    autojump_clock: MockClock, value: Any, nested: bool
+) -> None:
+    Recorder.seen = []
+    mine = {"value": value}
+    async with open_runtime() as runtime:
+        host = await runtime.spawn(Recorder)
+        tools = Tools([(ToolGroup("g", [probe]), host)], grants=ALL)
+        result = await tools.call("probe", mine)
+    assert (result.value, result.attempt) == ("ok", 3)
+    first, second, third = Recorder.seen
+    assert first == second == third == mine
+    assert all(seen is not mine for seen in Recorder.seen)
+    assert (first is second, second is third) == (not nested, not nested)
+    assert (first["value"] is second["value"]) is (not nested)
