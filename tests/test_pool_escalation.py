@@ -10,7 +10,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import ActorError, Code
+from actors import Actor, ActorError, Code, open_runtime
 from actors.testing import capture_events
 from actors.testing.chaos import Fault
 from supervisors import (
@@ -21,9 +21,11 @@ from supervisors import (
     Resilience,
     RetryLater,
     RetryPolicy,
+    Target,
     UseTarget,
 )
 from tests.pool_helpers import faults, fleet, request
+from tests.test_pool_waits import _steps
 
 #: No retries: each target gets one attempt per walk of the chain.
 ONCE = RetryPolicy(max_attempts=0, backoff=Backoff(initial=1, jitter=0))
@@ -163,3 +165,80 @@ def test_decisions_are_frozen() -> None:
     decision = RetryLater(seconds=1)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         decision.seconds = 2  # type: ignore[misc]
+
+
+# --- the chain after a decision, on actors that answer by script (no HTTP) --------------
+
+
+def _on(refs: dict[str, Any], *names: str) -> list[Target]:
+    return [Target(ref=refs[name], provider=name, model="m1") for name in names]
+
+
+async def test_a_retry_starts_again_from_the_first_target(autojump_clock: MockClock) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["unavailable", "ok"], B=["unavailable", "ok"])
+        pool = ProviderPool(
+            _on(refs, "A", "B"),
+            resilience=Resilience(retry=ONCE),
+            on_exhausted=Hook(RetryLater(seconds=1)),
+        )
+        reply = await pool.complete(request())
+    assert reply.content == "A"
+    assert seen == [("A", "m1", 0.0), ("B", "m1", 0.0), ("A", "m1", 1.0)]
+
+
+async def test_a_retry_gives_every_target_its_retries_again(autojump_clock: MockClock) -> None:
+    seen: list[tuple[str, str, float]] = []
+    one_retry = RetryPolicy(max_attempts=1, backoff=Backoff(initial=1, jitter=0))
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["unavailable"] * 3 + ["ok"])
+        pool = ProviderPool(
+            _on(refs, "A"),
+            resilience=Resilience(retry=one_retry),
+            on_exhausted=Hook(RetryLater(seconds=10), None),
+        )
+        reply = await pool.complete(request())
+    assert reply.content == "A"
+    assert [at for _, _, at in seen] == [0.0, 1.0, 11.0, 12.0]
+
+
+class Late(Actor):
+    """Answers after 10 s (a deadline of 2 s cuts it)."""
+
+    async def handle(self, message: Any) -> Any:
+        await trio.sleep(10)
+
+
+async def test_a_target_named_by_the_hook_goes_before_the_targets_left(
+    autojump_clock: MockClock,
+) -> None:
+    # A is cut by the deadline while B has not been tried: the hook's C goes first.
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, B=["ok"], C=["ok"])
+        refs["A"] = await runtime.spawn(Late)
+        hook = Hook(UseTarget(target=_on(refs, "C")[0]))
+        pool = ProviderPool(_on(refs, "A", "B"), deadline=2.0, on_exhausted=hook)
+        reply = await pool.complete(request())
+    assert (reply.content, trio.current_time()) == ("C", 2.0)
+    assert seen == [("C", "m1", 2.0)]
+    [asked] = hook.asked
+    assert asked.category is Code.TIMEOUT
+
+
+async def test_a_target_named_by_the_hook_joins_the_chain(autojump_clock: MockClock) -> None:
+    # C fails too: the chain, A and C both out, is exhausted again (the hook says no more).
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["unavailable"], C=["unavailable"])
+        hook = Hook(UseTarget(target=_on(refs, "C")[0]), None)
+        pool = ProviderPool(_on(refs, "A"), resilience=Resilience(retry=ONCE), on_exhausted=hook)
+        with pytest.raises(AllProvidersFailed) as caught:
+            await pool.complete(request())
+    assert seen == [("A", "m1", 0.0), ("C", "m1", 0.0)]
+    assert [(a.provider, a.code) for a in caught.value.attempts] == [
+        ("A", Code.UNAVAILABLE),
+        ("C", Code.UNAVAILABLE),
+    ]
+    assert len(hook.asked) == 2

@@ -15,6 +15,7 @@ from actors.testing.chaos import Fault
 from supervisors import Breaker, ProviderPool, Resilience, Target
 from supervisors.pool import MOVES, Move, move_for
 from tests.pool_helpers import faults, fleet, request, rules
+from tests.test_pool_waits import _steps
 
 
 @pytest.mark.parametrize(("status", "code"), [(401, Code.AUTH), (402, Code.PAYMENT)])
@@ -202,3 +203,41 @@ async def test_a_request_id_that_is_not_text_is_written_as_text(
         pool = ProviderPool(f.targets("A"))
         await pool.complete(request(metadata={"request_id": 42}))  # type: ignore[dict-item]
         assert [a.request_id for a in pool.ledger] == ["42"]
+
+
+# --- skips and windows, on actors that answer by script (no HTTP) -----------------------
+
+
+async def test_a_skipped_target_stays_out_while_the_others_wait(autojump_clock: MockClock) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["capability_missing", "ok"], B=["unavailable", "ok"])
+        targets = [Target(ref=refs[n], provider=n, model="m1") for n in ("A", "B")]
+        reply = await ProviderPool(targets, resilience=Resilience(retry=rules())).complete(
+            request()
+        )
+        assert trio.current_time() == 1.0  # B's retry delay: A was not asked again
+    assert reply.content == "B"
+    assert seen == [("A", "m1", 0.0), ("B", "m1", 0.0), ("B", "m1", 1.0)]
+
+
+async def test_a_window_exceeded_moves_to_any_marked_window_and_stays_out(
+    autojump_clock: MockClock,
+) -> None:
+    # A has no mark (counts as 0): B's window of 1 is larger. A is out for the request:
+    # while B waits its retry delay, A is not asked again.
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(
+            runtime, seen, A=["context_window_exceeded", "ok"], B=["unavailable", "ok"]
+        )
+        targets = [
+            Target(ref=refs["A"], provider="A", model="m1"),
+            Target(ref=refs["B"], provider="B", model="m1", context_window=1),
+        ]
+        reply = await ProviderPool(targets, resilience=Resilience(retry=rules())).complete(
+            request()
+        )
+        assert trio.current_time() == 1.0
+    assert reply.content == "B"
+    assert seen == [("A", "m1", 0.0), ("B", "m1", 0.0), ("B", "m1", 1.0)]

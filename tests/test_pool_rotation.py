@@ -7,7 +7,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import Code
+from actors import Code, open_runtime
 from actors.testing import capture_events
 from actors.testing.chaos import Fault
 from supervisors import (
@@ -16,8 +16,10 @@ from supervisors import (
     BreakerConfig,
     ProviderPool,
     Resilience,
+    Target,
 )
 from tests.pool_helpers import faults, fleet, request, rules
+from tests.test_pool_waits import _steps
 
 
 def status(code: int, times: int = 1, **headers: str) -> Fault:
@@ -197,3 +199,43 @@ async def test_a_request_waiting_on_a_probe_in_flight_wakes_at_its_verdict(
             nursery.start_soon(ask, "second", 0.5)
         assert served == {"first": 31.0, "second": 31.0}
         assert f.times("A") == [0.0, 30.0, 31.0]  # one probe, then the second request
+
+
+# --- the cursor, on actors that answer by script (no HTTP) ------------------------------
+
+
+async def test_the_rotation_goes_on_after_the_slot_it_picked(autojump_clock: MockClock) -> None:
+    # A's rate limit says "retry now": A is admissible again at once. After B (picked by
+    # the rotation) fails, the rotation goes on with C — not back to A.
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(
+            runtime, seen, A=[("rate_limited", 0.0), "ok"], B=["unavailable", "ok"], C=["ok"]
+        )
+        targets = [Target(ref=refs[n], provider=n, model="m1") for n in ("A", "B", "C")]
+        reply = await ProviderPool(targets, resilience=Resilience(retry=rules())).complete(
+            request()
+        )
+    assert reply.content == "C"
+    assert seen == [("A", "m1", 0.0), ("B", "m1", 0.0), ("C", "m1", 0.0)]
+
+
+async def test_the_rotation_goes_on_after_a_preferred_slot(autojump_clock: MockClock) -> None:
+    # A/m1 is gone: A/m2 (the same provider's next model) is preferred; after it fails the
+    # rotation goes on after A/m2 (with C), not from where A/m1 left it (B).
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(
+            runtime, seen, A=["model_not_found", "unavailable", "ok"], B=["ok"], C=["ok"]
+        )
+        targets = [
+            Target(ref=refs["A"], provider="A", model="m1"),
+            Target(ref=refs["B"], provider="B", model="m1"),
+            Target(ref=refs["A"], provider="A", model="m2"),
+            Target(ref=refs["C"], provider="C", model="m1"),
+        ]
+        reply = await ProviderPool(targets, resilience=Resilience(retry=rules())).complete(
+            request()
+        )
+    assert reply.content == "C"
+    assert seen == [("A", "m1", 0.0), ("A", "m2", 0.0), ("C", "m1", 0.0)]

@@ -260,3 +260,29 @@ async def test_a_model_known_gone_moves_to_the_providers_next_model(
         replies = [await pool.complete(request()) for _ in range(2)]
     assert [(r.content, r.model) for r in replies] == [("A", "m2"), ("A", "m2")]
     assert seen == [("A", "m1", 0.0), ("A", "m2", 0.0), ("A", "m2", 0.0)]
+
+
+async def test_a_chain_ending_on_an_open_breaker_names_it_and_counts_from_now(
+    autojump_clock: MockClock,
+) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["unavailable"])
+        pool = ProviderPool(
+            [Target(ref=refs["A"], provider="A", model="m1")],
+            resilience=Resilience(retry=rules(), breaker=Breaker()),
+            deadline=10.0,
+        )
+        with pytest.raises(AllProvidersFailed) as caught:
+            await pool.complete(request())
+        # A failed at 0 (its breaker opened: probe at 30); its retry at 1 found the
+        # breaker refusing for 29 s, past the deadline: exhausted at 1, on that skip.
+        assert trio.current_time() == 1.0
+    assert seen == [("A", "m1", 0.0)]
+    error = caught.value
+    assert (error.category, error.provider, error.model) == (Code.CIRCUIT_OPEN, "A", "m1")
+    assert error.retry_after == 29.0  # the probe at 30, counted from 1
+    cause = error.__cause__
+    assert isinstance(cause, ActorError)
+    assert (cause.code, cause.message) == (Code.CIRCUIT_OPEN, "circuit for A is open")
+    assert (cause.provider, cause.model, cause.retry_after) == ("A", "m1", 29.0)

@@ -268,6 +268,6 @@ class Chain:
         self.cursor = 0
         for slot in self.slots:
             if slot.out is not GONE:
-                slot.out = None
+                slot.out = None  # pragma: no mutate: out is read as a truth value, or "is GONE"
                 slot.retries = 0
                 slot.ready_at = slot.blocked_until = -math.inf
