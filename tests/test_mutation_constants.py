@@ -235,14 +235,15 @@ def test_the_report_counts_timeouts_as_killed_and_lists_survivors() -> None:
 
 def test_a_row_from_a_report() -> None:
     report = (
-        "actors/journal/records.py: 5/7 (71.4 %) constant mutants killed\n"
+        "actors/journal/records.py: 4/7 (57.1 %) constant mutants killed\n"
         '  actors/journal/records.py:34: "run:failed" -> "XXrun:failedXX"\n'
         "       34 | TERMINAL = ...\n"
+        '  actors/journal/records.py:34: drop last entry "run:cancelled"\n'
         "  actors/journal/records.py:48: True -> False\n"
         "constant mutation run took 219 s (clean run 18 s, 1 worker)"
     )
     assert constant_score_row(report, "abc123") == (
-        "| `actors/journal/records.py` | 5/7 (71.4 %) | 2 (l. 34, 48) | 219 s | `abc123` |"
+        "| `actors/journal/records.py` | 4/7 (57.1 %) | 3 (l. 34 x2, 48) | 219 s | `abc123` |"
     )
     empty = "a.py: 0/0 constant mutants (no literal evaluated at import time)\nconstant mutation run took 0 s"
     assert constant_score_row(empty, "abc123") == "| `a.py` | 0/0 (none) | 0 | 0 s | `abc123` |"
