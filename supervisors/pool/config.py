@@ -20,7 +20,7 @@ def invalid(field: str, expected: str, value: Any) -> ActorError:
 
 def seconds_or_none(field: str, value: Any, *, positive: bool = False) -> float | None:
     """``value`` as float seconds: ``None``, or a finite number >= 0 (> 0 with
-    ``positive``) as :func:`~supervisors.reals.as_float` reads numbers. NaN, infinities,
+    ``positive``) as :func:`~supervisors.checks.as_float` reads numbers. NaN, infinities,
     negatives, bools, huge ints and non-numbers are refused."""
     if value is None:
         return None
