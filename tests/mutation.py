@@ -181,8 +181,6 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_journal_runs.py",
         "tests/test_journal_corrupt.py",
     ),
-    "actors/journal/writer.py": ("tests/test_journal_store.py", "tests/test_journal_runs.py"),
-    "actors/journal/records.py": ("tests/test_journal_store.py",),
     "actors/journal/leases.py": (
         "tests/test_journal_leases_unit.py",
         "tests/test_journal_leases.py",
