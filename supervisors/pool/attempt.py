@@ -298,7 +298,7 @@ class Bookkeeper:
         self.request = request
         self.request_id = request_id  # None: made when the first entry is written
         self.number = 0
-        self.started = 0.0
+        self.started = 0.0  # pragma: no mutate: sent() sets it before any entry is written
         self.entry: Attempt | None = None
 
     def sent(self, now: float) -> None:
