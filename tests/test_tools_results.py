@@ -10,19 +10,25 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import ActorError, Code
+from actors import Actor, ActorError, Code, fail, open_runtime
+from actors.events import ToolRetried
 from actors.providers import LlmRequest, Message
+from actors.testing import capture_events
 from actors.tools import (
+    ALL,
     Grants,
     ItemError,
+    ListTools,
     Partial,
     ToolContext,
     ToolGroup,
+    ToolInfo,
     ToolResult,
     for_model,
     partial,
     tool,
 )
+from supervisors import Tools
 from tests.tools_helpers import TWO_RETRIES, hosted
 
 CANARY = "sk-CANARY-51e0"
@@ -274,3 +280,105 @@ async def test_a_worker_a_tool_crashes_is_restarted_and_the_others_go_on(
         assert (await tools.call("calm", {})).value == "calm"
         assert (await tools.call("calm", {})).value == "calm"
     assert melted == [1]
+
+
+# --- what an MCP host's answers and listing become (pins of the mutation runs) ----------
+
+
+class ScriptedMcp(Actor):
+    """An MCP host whose listing and answers a test sets (class attributes)."""
+
+    input_schema: dict[str, Any] = {"type": "object"}
+    output_schema: dict[str, Any] | None = None
+    answer: Code = Code.NETWORK
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, ListTools):
+            info = ToolInfo(
+                "echo", "remote", ScriptedMcp.input_schema, ScriptedMcp.output_schema, "remote"
+            )
+            return (info,)
+        return fail(ScriptedMcp.answer, "the server said no", retryable=True)
+
+
+async def scripted_call(answer: Code, **options: Any) -> tuple[ActorError, list[ToolRetried]]:
+    ScriptedMcp.answer = answer
+    async with open_runtime() as runtime:
+        remote = await runtime.spawn(ScriptedMcp)
+        tools = Tools(mcp=[("remote", remote)], grants=ALL, **options)
+        await tools.refresh()
+        with (
+            capture_events(ToolRetried) as retries,
+            pytest.raises(ActorError) as caught,
+        ):
+            await tools.call("echo", {})
+    return caught.value, retries
+
+
+async def test_an_mcp_host_failing_with_no_tool_code_is_mcp_gateway(
+    autojump_clock: MockClock,
+) -> None:
+    error, retries = await scripted_call(Code.NETWORK, mcp_retry=TWO_RETRIES)
+    assert (error.code, error.message, error.retryable, error.tool, error.attempt) == (
+        Code.MCP_GATEWAY,
+        "the MCP server 'remote' could not be reached",
+        True,
+        "echo",
+        3,
+    )
+    assert isinstance(error.__cause__, ActorError)
+    assert (error.__cause__.code, error.__cause__.message) == (Code.NETWORK, "the server said no")
+    # Each retried attempt's error is the gateway error too, its cause the host's answer.
+    assert [(e.attempt, e.error.code, e.error.tool, e.error.attempt) for e in retries] == [
+        (1, Code.MCP_GATEWAY, "echo", 1),
+        (2, Code.MCP_GATEWAY, "echo", 2),
+    ]
+    assert [getattr(e.error.__cause__, "code", None) for e in retries] == [
+        Code.NETWORK,
+        Code.NETWORK,
+    ]
+    assert trio.current_time() == 3.0
+
+
+@pytest.mark.parametrize("code", [Code.MCP_TOOL_FAILED, Code.TOOL_TIMEOUT, Code.RESOURCE_BUSY])
+async def test_an_mcp_hosts_tool_code_is_kept_and_named_after_the_tool(
+    autojump_clock: MockClock, code: Code
+) -> None:
+    error, retries = await scripted_call(code, mcp_retry=TWO_RETRIES)
+    assert (error.code, error.message, error.tool, error.attempt) == (
+        code,
+        "the server said no",
+        "echo",
+        3,
+    )
+    assert [(e.error.code, e.error.tool, e.error.attempt) for e in retries] == [
+        (code, "echo", 1),
+        (code, "echo", 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schemas", "which"),
+    [
+        ({"input_schema": {"type": "no-such-type"}}, "input"),
+        ({"output_schema": {"type": "no-such-type"}}, "output"),
+    ],
+)
+async def test_an_mcp_tool_with_a_bad_schema_is_config_invalid_naming_it(
+    autojump_clock: MockClock, schemas: dict[str, Any], which: str
+) -> None:
+    ScriptedMcp.input_schema, ScriptedMcp.output_schema = {"type": "object"}, None
+    for name, schema in schemas.items():
+        setattr(ScriptedMcp, name, schema)
+    try:
+        async with open_runtime() as runtime:
+            remote = await runtime.spawn(ScriptedMcp)
+            tools = Tools(mcp=[("remote", remote)], grants=ALL)
+            with pytest.raises(ActorError) as caught:
+                await tools.refresh()
+    finally:
+        ScriptedMcp.input_schema, ScriptedMcp.output_schema = {"type": "object"}, None
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert caught.value.message.startswith(
+        f"the {which} schema of 'echo': invalid JSON Schema at $.type"
+    )
