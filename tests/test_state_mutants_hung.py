@@ -16,7 +16,7 @@ from actors.testing import capture_events
 from supervisors.state import RedisState, Transition
 from supervisors.state.base import BreakerState
 from tests.redis_server import RedisServer
-from tests.test_state_mutants_degraded import Switch, jump
+from tests.test_state_mutants_degraded import Switch, jump, quiet
 
 
 class Hanging(Switch):
@@ -65,16 +65,16 @@ async def test_a_read_that_timed_out_answers_what_degraded_mode_decided_meanwhil
         with capture_events(StateDegraded) as seen:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(failure)  # times out at 0.5
-                await jump(mock_clock, 0.1)
+                await jump(mock_clock, 0.1, switch)
                 nursery.start_soon(read)  # times out at 0.6
-                await jump(mock_clock, 0.4)  # the failure: degraded, opened locally
-                await trio.testing.wait_all_tasks_blocked()
+                await jump(mock_clock, 0.4, switch)  # the failure: degraded, opened locally
+                await quiet(switch)
                 assert answers == {
                     "failure": Transition(
                         "a", BreakerState.CLOSED, BreakerState.OPEN, "timeout", 7.5
                     )
                 }
-                await jump(mock_clock, 0.1)
+                await jump(mock_clock, 0.1, switch)
         # The read began before the outage was known: it answers from the local state
         # the outage started meanwhile, and reports no second outage.
         assert answers["state"] is BreakerState.OPEN

@@ -44,7 +44,7 @@ async def fail(
     code: str = "timeout",
     threshold: int = 1,
     cooldown: float = 7.5,
-    probe_after: float = 0.2,
+    probe_after: float = 0.5,
     permanent: bool = False,
 ) -> Transition | None:
     return await state.breaker_failure(
@@ -84,10 +84,10 @@ async def test_a_breakers_life_in_redis_snapshot_by_snapshot(redis: RedisServer)
         assert await state.breaker_state("a", now=0.0) is CLOSED
         assert await fail(state, threshold=2) == Transition("a", CLOSED, OPEN, "timeout", 7.5)
         assert await client.hget("ra:{a}:breaker", "cd") == "7.5"
-        refused(await admit(state), 0.2)
+        refused(await admit(state), 0.5)
         assert await state.breaker_state("a", now=0.0) is OPEN
         assert await fail(state) is None  # a straggler: no verdict
-        await trio.sleep(0.25)
+        await trio.sleep(0.55)
         probing = Transition("a", OPEN, HALF_OPEN, "timeout", 7.5)
         assert await admit(state, lease_ttl=3.0) == BreakerSnapshot(True, True, 0.0, probing)
         assert await client.hget("ra:{a}:breaker", "lh") == state.holder
