@@ -243,3 +243,29 @@ async def test_after_a_fallback_the_builtin_retries_by_its_own_policy(
         ("tool.call_failed", None, 3),
     ]
     assert trio.current_time() == 3.0
+
+
+class Naming(Actor):
+    """A built-in group's host (not a ``ToolHost``) whose answer names another tool."""
+
+    async def handle(self, message: Any) -> Any:
+        return fail(Code.TOOL_FAILED, "failed", retryable=False, tool="other")
+
+
+async def test_the_front_door_keeps_the_tool_a_hosts_answer_names(
+    autojump_clock: MockClock,
+) -> None:
+    async with open_runtime() as runtime:
+        host = await runtime.spawn(Naming)
+        tools = Tools([(ToolGroup("g", [echo]), host)], grants=ALL)
+        with capture_events(ToolCallFailed) as failed, pytest.raises(ActorError) as caught:
+            await tools.call("echo", {"text": "x"}, key="k-8")
+    assert (caught.value.code, caught.value.tool, caught.value.attempt) == (
+        Code.TOOL_FAILED,
+        "other",
+        1,
+    )
+    # The event names the tool called: it is the front door's own record of the call.
+    assert [(e.tool, e.code, e.attempts, e.key) for e in failed] == [
+        ("echo", "tool_failed", 1, "k-8")
+    ]
