@@ -84,7 +84,7 @@ class Race:
         """Run the chain until an attempt wins (see the module docstring); the other
         attempts are cancelled. Raises what ends the request."""
         run, chain, running = self.run, self.run.chain, self.running
-        hedge_due = math.inf
+        hedge_due = math.inf  # pragma: no mutate: read only while running, set by each start
         while True:
             now = trio.current_time()
             if (
