@@ -5,11 +5,13 @@ the server's clock)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import coredis
+import coredis.exceptions
 import pytest
 import trio
 
@@ -23,9 +25,11 @@ from supervisors.state import (
     Reservation,
     Transition,
     open_redis_state,
+    redis_scripts,
 )
 from supervisors.state.base import BreakerState
 from tests.redis_server import RedisServer
+from tests.test_state_mutants_degraded import Switch
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 
@@ -255,3 +259,22 @@ async def test_the_state_keeps_its_options(redis: RedisServer) -> None:
         RedisState(object(), replicas=1, namespace=None)  # type: ignore[arg-type]
     with pytest.raises(ActorError, match=r"namespace must be .*, not 'a}'$"):
         RedisState(object(), replicas=1, namespace="a}")
+
+
+async def test_a_script_the_server_hashes_otherwise_is_an_error_not_an_outage(
+    redis: RedisServer,
+) -> None:
+    class Otherwise(Switch):
+        async def script_load(self, source: str) -> str:
+            await super().script_load(source)
+            return "0" * 40
+
+    sha = hashlib.sha1(redis_scripts.BREAKER_RESET.encode()).hexdigest()
+    async with raw(redis) as client:
+        state = RedisState(Otherwise(client), replicas=1)
+        with pytest.raises(
+            RuntimeError, match=f"^Redis loaded BREAKER_RESET as {'0' * 40}, not {sha}$"
+        ) as caught:
+            await state.breaker_reset("a")  # a fresh server: NOSCRIPT, then loaded
+        assert isinstance(caught.value.__cause__, coredis.exceptions.NoScriptError)
+        assert not state.degraded
