@@ -1,16 +1,18 @@
-"""The race's corners: a stream that answers without any event, and a hedge that finds
-no target free when it is due and starts when the next one is."""
+"""The race's corners: a stream that answers without any event, a hedge that finds no
+target free when it is due and starts when the next one is, at most two attempts at once
+when hedging, and a stream charged past its budget after its events."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 from trio.testing import MockClock
 
-from actors import Actor, Usage, open_runtime
-from actors.providers import LlmResponse
-from supervisors import ProviderPool, Resilience, Target
+from actors import Actor, ActorError, Code, Usage, open_runtime
+from actors.providers import LlmResponse, StreamEvent
+from supervisors import Budget, BudgetLimits, ProviderPool, Resilience, Target
 from tests.pool_helpers import request, rules
 from tests.test_pool_waits import _steps
 
@@ -66,4 +68,49 @@ async def test_a_hedge_due_while_the_others_wait_starts_when_one_is_free(
         ("A", "failed", 0.0, False),
         ("A", "ok", 5.0, True),
         ("B", "cancelled", 0.0, False),
+    ]
+
+
+async def test_hedging_runs_at_most_two_attempts_at_once(autojump_clock: MockClock) -> None:
+    async with open_runtime() as runtime:
+        targets = [
+            Target(ref=await runtime.spawn(Late), provider=name, model="m1")
+            for name in ("A", "B", "C")
+        ]
+        pool = ProviderPool(targets, hedge_after=1.0)
+        reply = await pool.complete(request())
+        assert (reply.content, trio.current_time()) == ("late", 10.0)
+    assert [(a.provider, a.outcome, a.started_at) for a in pool.ledger] == [
+        ("A", "ok", 0.0),
+        ("B", "cancelled", 1.0),
+    ]
+
+
+class Costly(Actor):
+    """Streams "a", then answers with 100 tokens used."""
+
+    async def handle(self, message: Any) -> Any:
+        await message.sink.send(StreamEvent(kind="text", text="a"))
+        usage = Usage(input_tokens=50, output_tokens=50)
+        return LlmResponse(content="a", usage=usage, provider="A", model="m1")
+
+
+async def test_a_stream_charged_past_its_budget_fails_with_budget_exceeded(
+    autojump_clock: MockClock,
+) -> None:
+    budget = Budget("run-1", BudgetLimits(tokens=10))
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Costly)
+        pool = ProviderPool([Target(ref=ref, provider="A", model="m1")], budget=budget)
+        received: list[str] = []
+        with pytest.raises(ActorError) as caught:
+            async with pool.stream(request()) as events:
+                async for event in events:
+                    received.append(event.text)
+    assert received == ["a"]
+    assert caught.value.code is Code.BUDGET_EXCEEDED
+    assert events.error is caught.value
+    assert budget.tokens == 100
+    assert [(a.outcome, a.usage) for a in pool.ledger] == [
+        ("ok", Usage(input_tokens=50, output_tokens=50))
     ]
