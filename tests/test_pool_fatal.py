@@ -15,6 +15,7 @@ from actors.testing.chaos import Fault
 from supervisors import Breaker, ProviderPool, Resilience, Target
 from supervisors.pool import MOVES, Move, move_for
 from tests.pool_helpers import faults, fleet, request, rules
+from tests.test_pool_mutants_attempt import Shared
 from tests.test_pool_waits import _steps
 
 
@@ -241,3 +242,58 @@ async def test_a_window_exceeded_moves_to_any_marked_window_and_stays_out(
         assert trio.current_time() == 1.0
     assert reply.content == "B"
     assert seen == [("A", "m1", 0.0), ("B", "m1", 0.0), ("B", "m1", 1.0)]
+
+
+async def test_a_preferred_target_still_waiting_is_waited_for(autojump_clock: MockClock) -> None:
+    # B (the larger window) failed first and waits its retry delay when A's window is
+    # exceeded: the chain waits for B rather than looking for another preference.
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, B=["unavailable", "ok"], A=["context_window_exceeded"])
+        targets = [
+            Target(ref=refs["B"], provider="B", model="m1", context_window=1000),
+            Target(ref=refs["A"], provider="A", model="m1"),
+        ]
+        reply = await ProviderPool(targets, resilience=Resilience(retry=rules())).complete(
+            request()
+        )
+    assert reply.content == "B"
+    assert seen == [("B", "m1", 0.0), ("A", "m1", 0.0), ("B", "m1", 1.0)]
+
+
+async def test_the_next_model_is_the_providers_next_one_from_the_cursor_on(
+    autojump_clock: MockClock,
+) -> None:
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["model_not_found", "ok"], B=["ok"])
+        targets = [
+            Target(ref=refs["A"], provider="A", model="m1"),
+            Target(ref=refs["B"], provider="B", model="m1"),
+            Target(ref=refs["A"], provider="A", model="m2"),
+            Target(ref=refs["A"], provider="A", model="m3"),
+        ]
+        reply = await ProviderPool(targets, resilience=Resilience(retry=rules())).complete(
+            request()
+        )
+    assert (reply.content, reply.model) == ("A", "m2")
+    assert seen == [("A", "m1", 0.0), ("A", "m2", 0.0)]
+
+
+async def test_a_shared_breaker_open_for_good_puts_its_target_out(
+    autojump_clock: MockClock,
+) -> None:
+    # A shared state: the pool cannot know without asking; the breaker's refusal (no
+    # retry_after: open for good) puts A out, and B serves.
+    seen: list[tuple[str, str, float]] = []
+    breaker = Breaker(state=Shared())
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["ok"], B=["ok"])
+        admission = await breaker.admit("A", "m1")
+        await breaker.record(admission, ActorError.from_code(Code.AUTH, "bad key"))
+        targets = [Target(ref=refs[n], provider=n, model="m1") for n in ("A", "B")]
+        pool = ProviderPool(targets, resilience=Resilience(retry=rules(), breaker=breaker))
+        reply = await pool.complete(request())
+    assert reply.content == "B"
+    assert seen == [("B", "m1", 0.0)]
+    assert [(a.provider, a.outcome) for a in pool.ledger] == [("B", "ok")]

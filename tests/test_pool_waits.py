@@ -286,3 +286,24 @@ async def test_a_chain_ending_on_an_open_breaker_names_it_and_counts_from_now(
     assert isinstance(cause, ActorError)
     assert (cause.code, cause.message) == (Code.CIRCUIT_OPEN, "circuit for A is open")
     assert (cause.provider, cause.model, cause.retry_after) == ("A", "m1", 29.0)
+
+
+async def test_a_chain_ended_before_any_attempt_names_no_cause(autojump_clock: MockClock) -> None:
+    # A stream read only after its deadline: nothing was tried, nothing failed.
+    seen: list[tuple[str, str, float]] = []
+    async with open_runtime() as runtime:
+        refs = await _steps(runtime, seen, A=["ok"])
+        pool = ProviderPool([Target(ref=refs["A"], provider="A", model="m1")], deadline=1.0)
+        with pytest.raises(AllProvidersFailed) as caught:
+            async with pool.stream(request()) as events:
+                await trio.sleep(2)
+                async for _ in events:
+                    pass  # pragma: no cover - nothing is streamed
+    error = caught.value
+    assert (error.category, error.provider, error.model, error.retry_after) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert (error.__cause__, error.attempts, seen) == (None, (), [])

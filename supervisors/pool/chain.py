@@ -66,7 +66,7 @@ class Slot:
         self.retries = 0
         self.ready_at = -math.inf
         self.blocked_until = -math.inf
-        self.out: str | None = None  # why it is out of the chain, or None
+        self.out: str | None = None  # pragma: no mutate: why it is out (None: in); read for truth
 
     def available_at(self) -> float:
         return max(self.ready_at, self.blocked_until)
