@@ -30,7 +30,8 @@ def text(*pieces: str) -> list[StreamEvent]:
 
 
 class Streams(Actor):
-    """Streams ``events``, then waits ``stall`` seconds and fails with ``failure``."""
+    """Streams ``events``, then waits ``stall`` seconds and fails with ``failure`` (a wait
+    after the last event: the stream is handed over before it fails)."""
 
     def __init__(self, events: list[StreamEvent], failure: Any, stall: float = 0.0) -> None:
         self.events, self.failure, self.stall = events, failure, stall
@@ -101,7 +102,7 @@ async def test_a_stream_failing_after_its_events_is_partial_with_its_usage(
     estimated: bool,
 ) -> None:
     failure = fail(Code.NETWORK, "connection reset", **context)
-    received, error, pool = await _streamed(Streams(events, failure))
+    received, error, pool = await _streamed(Streams(events, failure, stall=1.0))
     assert received == [event.text for event in events]
     assert (error.code, error.message) == (Code.NETWORK, "connection reset")
     assert error.partial_text == context.get("partial_text")

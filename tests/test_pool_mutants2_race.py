@@ -87,10 +87,11 @@ async def test_hedging_runs_at_most_two_attempts_at_once(autojump_clock: MockClo
 
 
 class Costly(Actor):
-    """Streams "a", then answers with 100 tokens used."""
+    """Streams "a", then answers 1 s later with 100 tokens used."""
 
     async def handle(self, message: Any) -> Any:
         await message.sink.send(StreamEvent(kind="text", text="a"))
+        await trio.sleep(1)
         usage = Usage(input_tokens=50, output_tokens=50)
         return LlmResponse(content="a", usage=usage, provider="A", model="m1")
 
