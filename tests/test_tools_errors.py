@@ -3,6 +3,7 @@ execution count (0 when it must never run), and the events."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -299,7 +300,9 @@ async def test_a_huge_finite_timeout_is_accepted(autojump_clock: MockClock) -> N
     runs = Runs()
     async with hosted(ToolGroup("g", [counting(runs)])) as (_, tools):
         result = await tools.call("work", {"mode": "ok"}, timeout=1e300)
+        largest = await tools.call("work", {"mode": "ok"}, timeout=sys.float_info.max)
     assert (result.value, result.attempt) == ("done", 1)
+    assert (largest.value, largest.attempt) == ("done", 1)  # the largest float is finite
 
 
 async def test_a_policy_deadline_bounds_the_retries(autojump_clock: MockClock) -> None:

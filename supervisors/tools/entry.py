@@ -219,7 +219,7 @@ def timeout_of(timeout: object) -> float | None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise bad_call("timeout", "a number of seconds > 0 or None", timeout)
-    seconds = float(timeout) if timeout < _FLOAT_MAX else math.inf  # a huge int: inf
+    seconds = float(timeout) if timeout <= _FLOAT_MAX else math.inf  # a huge int: inf
     if not (seconds > 0 and math.isfinite(seconds)):
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, "timeout must be a finite number of seconds > 0"
