@@ -72,3 +72,21 @@ async def test_a_downgrade_map_adds_each_new_model_once_on_the_first_actor(
         ("A", "m4", True),
     ]
     assert [t.ref for t in pool.chain[3:]] == [a1, a1]
+
+
+async def test_target_and_downgrade_refusals_name_the_type_given(
+    autojump_clock: MockClock,
+) -> None:
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Idle)
+        with pytest.raises(ActorError) as flag:
+            Target(ref=ref, provider="A", model="m1", downgrade=1)  # type: ignore[arg-type]
+        with pytest.raises(ActorError) as window:
+            Target(ref=ref, provider="A", model="m1", context_window=0.5)  # type: ignore[arg-type]
+        with pytest.raises(ActorError) as unknown:
+            ProviderPool([Target(ref=ref, provider="A", model="m1")], downgrades={"Z": ["m2"]})
+    assert flag.value.message == "Target.downgrade must be a bool, got int"
+    assert (
+        window.value.message == "Target.context_window must be None or an integer >= 1, got float"
+    )
+    assert unknown.value.message == "downgrades['Z'] must be the provider of a target, got str"
