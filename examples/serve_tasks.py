@@ -194,6 +194,12 @@ async def serve(argv: list[str]) -> int:
         return await _serve(options, workflow, script)
 
 
+async def announce(daemon: Daemon) -> None:
+    """Say when the shutdown starts: the runs in flight have the grace from now."""
+    await daemon.stopping.wait()
+    print(f"stopping ({daemon.reason}) grace={daemon.grace:g}s", flush=True)
+
+
 async def _serve(options: argparse.Namespace, workflow: Workflow, script: FaultScript) -> int:
     async with open_daemon(grace=options.grace) as daemon, chaos_server(script) as server:
         spec = SupervisorSpec(
@@ -227,6 +233,7 @@ async def _serve(options: argparse.Namespace, workflow: Workflow, script: FaultS
                     reports.start_soon(report, run)
                 async with trio.open_nursery() as tasks:
                     tasks.start_soon(intake, runs, workflow, reports, daemon, options.tasks)
+                    tasks.start_soon(announce, daemon)
                     summary = await daemon.serve(runs)
                     tasks.cancel_scope.cancel(reason="daemon stopping")
     print(summary.line(), flush=True)

@@ -39,7 +39,9 @@ from typing import Final
 import trio
 
 from actors import ActorError, Code
+from actors.events import DaemonStopping
 from actors.lowlevel import open_nursery_unwrapped
+from actors.observe import emit
 from supervisors.checks import grace_seconds
 from supervisors.runs import Runs, ShutdownSummary
 
@@ -68,19 +70,22 @@ class Daemon:
 
     def stop(self, reason: str = "stop") -> None:
         """Start the shutdown with ``reason``, as a signal would; a second call ends the
-        grace at once (of every ``Runs`` being served). ``input_validation`` for an empty
-        reason."""
+        grace at once (of every ``Runs`` being served). Each call reports
+        ``daemon.stopping`` (:class:`~actors.events.DaemonStopping`) first.
+        ``input_validation`` for an empty reason."""
         if type(reason) is not str or not reason:
             raise ActorError.from_code(
                 Code.INPUT_VALIDATION, "Daemon.stop: reason must be a non-empty string"
             )
         if not self.stopping.is_set():
+            emit(DaemonStopping(reason=reason, grace=self.grace, hurried=False))
             self.reason = reason
             self.stopping.set()
             return
         self.hurried = True
         if self._closed:  # the block was left: its nursery takes nothing more
             return
+        emit(DaemonStopping(reason=reason, grace=0.0, hurried=True))
         assert self.reason is not None
         for runs in self._served:
             self._nursery.start_soon(runs.shutdown, self.reason, 0.0)

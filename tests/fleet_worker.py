@@ -104,8 +104,9 @@ async def serve(state: RedisState, events: list[str]) -> None:
         answer: Any
         if command == "quit":
             return
-        if command.startswith("await "):  # a barrier: wait until the test sets the key
-            with trio.fail_after(10):
+        if command.startswith("await "):  # a barrier: say so, wait until the test sets the key
+            await state.client.incr("waiting")
+            with trio.fail_after(60):
                 while not await state.client.exists([command.split()[1]]):
                     await trio.sleep(0.001)
             command = command.split()[2]
@@ -136,7 +137,9 @@ async def main(url: str, replicas: int) -> None:
 
     configure_logging(mode="json", level="warning", stream=sys.stderr)
     add_event_hook(keep)
-    async with open_redis_state(url, replicas=replicas, timeout=0.2, retry_interval=0.1) as state:
+    # A Redis call counts as failed after 2 s: a loaded machine must not make a replica
+    # degrade (a killed server refuses the connection at once, whatever the timeout).
+    async with open_redis_state(url, replicas=replicas, timeout=2.0, retry_interval=0.1) as state:
         print(json.dumps("ready"), flush=True)
         await serve(state, events)
 

@@ -13,7 +13,9 @@ import pytest
 import trio
 
 from actors import ActorError
+from actors.events import DaemonStopping
 from actors.journal import MemoryStore, record_of
+from actors.testing import capture_events
 from supervisors import Daemon, open_daemon
 from tests.journal_helpers import journalled
 from tests.test_runs_shutdown import Slow
@@ -264,3 +266,28 @@ async def test_an_abort_of_the_tree_while_serving_cancels_the_runs_for_good(
     assert (outcome.status, outcome.reason) == ("cancelled", "operator abort")
     assert record_of(store.entries("r")[-1]).resumable is False  # an abort is for good
     assert store.unfinished() == []
+
+
+async def test_each_signal_and_stop_reports_daemon_stopping_in_order(autojump_clock: Any) -> None:
+    slow = Slow()
+    with capture_events(DaemonStopping) as stopping:
+        async with open_daemon(grace=30) as daemon, journalled() as (_, runs, _journal):
+            await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_signal_at, 1.0, signal.SIGTERM)
+                nursery.start_soon(_signal_at, 3.0, signal.SIGINT)
+                await daemon.serve(runs)
+        daemon.stop("after the block")  # a third stop, once closed: nothing to report
+    assert [(e.reason, e.grace, e.hurried) for e in stopping] == [
+        ("sigterm", 30.0, False),
+        ("sigint", 0.0, True),
+    ]
+
+
+async def test_a_stop_from_code_reports_its_reason_and_grace(autojump_clock: Any) -> None:
+    with capture_events("daemon.stopping") as stopping:
+        async with open_daemon(grace=2.5) as daemon, journalled() as (_, runs, _journal):
+            daemon.stop("admin")
+            assert len(stopping) == 1  # reported at once, before serve
+            await daemon.serve(runs)
+    assert [e.fields() for e in stopping] == [{"reason": "admin", "grace": 2.5, "hurried": False}]

@@ -21,6 +21,9 @@ from actors.journal import SqliteStore, record_of
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 60.0  # seconds for the daemon to reach a line (a slow CI machine, imports)
+# Seconds a shutdown may take beyond its grace on a loaded machine: far less than the
+# work it cuts (600 s) or a grace it ends (60 s), so the bounds still tell them apart.
+SLACK = 10.0
 
 
 class Daemon:
@@ -120,6 +123,13 @@ def _start_with_runs_in_flight(journal: Path, grace: float) -> Daemon:
     return daemon
 
 
+def _summary_took(prefix: str, line: str) -> float:
+    """The seconds a summary ``line`` that starts with ``prefix`` reports."""
+    match = re.fullmatch(prefix + r" (\d+\.\d\d) s", line)
+    assert match, line
+    return float(match[1])
+
+
 def _assert_clean(code: int, stderr: str) -> None:
     assert code == 0
     for sign in ("Traceback", "ExceptionGroup", "KeyboardInterrupt"):
@@ -137,18 +147,23 @@ def test_a_signal_stops_the_daemon_gracefully_and_a_restart_resumes_its_runs(
     try:
         sent = time.monotonic()
         os.kill(daemon.process.pid, signum)
-        code, stderr = daemon.finish(timeout=1.5 + 1.0 + 1.0)
+        code, stderr = daemon.finish(timeout=WAIT)
         took = time.monotonic() - sent
     finally:
         daemon.kill()
     _assert_clean(code, stderr)
-    assert 1.5 <= took <= 1.5 + 1.0, took
+    # The grace is honoured, and the runs are cut after it (their work is 600 s): the
+    # upper bound leaves room for a loaded machine.
+    assert 1.5 <= took < 1.5 + SLACK, took
     assert sorted(daemon.lines[-3:-1]) == ["ended long-1 cancelled", "ended long-2 cancelled"]
-    assert re.fullmatch(
-        rf"shutdown \({reason}\): 0 runs ended in the grace, 2 interrupted and resumable,"
-        r" 1\.5\d s",
-        daemon.lines[-1],
-    ), daemon.lines[-1]
+    assert (
+        1.5
+        <= _summary_took(
+            rf"shutdown \({reason}\): 0 runs ended in the grace, 2 interrupted and resumable,",
+            daemon.lines[-1],
+        )
+        < 1.5 + SLACK
+    )
     for run_id in ("long-1", "long-2"):
         last = _records(journal, run_id)[-1]
         assert (last.name, last.reason, last.in_flight, last.resumable) == (  # type: ignore[attr-defined]
@@ -197,20 +212,22 @@ def test_a_second_signal_ends_the_grace_at_once(tmp_path: Path) -> None:
     daemon = _start_with_runs_in_flight(journal, 60)
     try:
         os.kill(daemon.process.pid, signal.SIGTERM)
-        time.sleep(0.5)
+        daemon.wait_for("stopping (sigterm) grace=60s")
         sent = time.monotonic()
         os.kill(daemon.process.pid, signal.SIGINT)
-        code, stderr = daemon.finish(timeout=1.0 + 1.0)
+        code, stderr = daemon.finish(timeout=WAIT)
         took = time.monotonic() - sent
     finally:
         daemon.kill()
     _assert_clean(code, stderr)
-    assert took <= 1.0, took
-    assert re.fullmatch(
-        r"shutdown \(sigterm\): 0 runs ended in the grace, 2 interrupted and resumable,"
-        r" 0\.\d\d s",
-        daemon.lines[-1],
-    ), daemon.lines[-1]
+    assert took < SLACK, took  # not the 60 s grace
+    assert (
+        _summary_took(
+            r"shutdown \(sigterm\): 0 runs ended in the grace, 2 interrupted and resumable,",
+            daemon.lines[-1],
+        )
+        < SLACK
+    )
     assert _unfinished(journal) == ["long-1", "long-2"]
     _restart_and_finish(journal)
 
@@ -260,11 +277,36 @@ def _minimal(tmp_path: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _read_until(stream: IO[bytes], text: bytes) -> bytes:
+    """Lines of ``stream`` up to and including the first that contains ``text``."""
+    seen = b""
+    while True:  # a daemon that never prints it: the suite's per-test timeout ends it
+        line = stream.readline()
+        if not line:
+            raise AssertionError(f"the daemon ended early: {seen.decode(errors='replace')}")
+        seen += line
+        if text in line:
+            return seen
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Kill ``process`` if a failed assertion left it running; close its pipes."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
 def test_the_minimal_daemon_takes_every_line_even_bad_bytes_and_a_last_one(
     tmp_path: Path,
 ) -> None:
     process = _minimal(tmp_path)
-    out, err = process.communicate(b"one\n\xff\xfe bad\ntwo", timeout=WAIT)
+    try:
+        out, err = process.communicate(b"one\n\xff\xfe bad\ntwo", timeout=WAIT)
+    finally:
+        _reap(process)
     lines = [line for line in out.decode().splitlines() if not line.startswith("20")]
     assert process.returncode == 0 and b"Traceback" not in err
     answers = sorted(line.split(" ", 2)[2] for line in lines if " completed " in line)
@@ -274,16 +316,20 @@ def test_the_minimal_daemon_takes_every_line_even_bad_bytes_and_a_last_one(
 
 def test_the_minimal_daemon_refuses_a_line_that_comes_during_the_grace(tmp_path: Path) -> None:
     process = _minimal(tmp_path)
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(b"hello\n")
-    process.stdin.flush()
-    time.sleep(1.0)  # hello is running (its step takes 1 s, the grace is 5 s)
-    process.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
-    process.stdin.write(b"late\n")
-    process.stdin.flush()
-    out, err = process.communicate(timeout=WAIT)
-    lines = [line for line in out.decode().splitlines() if not line.startswith("20")]
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(b"hello\n")
+        process.stdin.flush()
+        seen = _read_until(process.stdout, b"run:started")  # hello runs: its step takes 1 s
+        process.send_signal(signal.SIGTERM)  # the grace is 5 s
+        seen += _read_until(process.stdout, b"daemon.stopping")
+        time.sleep(0.2)  # the daemon's next steps: its shutdown closes the intake
+        process.stdin.write(b"late\n")
+        process.stdin.flush()
+        out, err = process.communicate(timeout=WAIT)
+    finally:
+        _reap(process)
+    lines = [line for line in (seen + out).decode().splitlines() if not line.startswith("20")]
     assert process.returncode == 0 and b"Traceback" not in err
     assert "refused 'late' actor_stopped" in lines
     assert any(line.endswith(" completed HELLO") for line in lines)  # its grace was whole

@@ -89,10 +89,11 @@ def _calls(effects: Path) -> list[tuple[str, str, int]]:
         db.close()
 
 
+@pytest.mark.timeout(180)  # ~45 Python processes: a minute when idle, more when loaded
 @pytest.mark.parametrize(
     "backend",
     # PostgreSQL: each resuming process waits for the dead one's leases to expire.
-    ["sqlite", pytest.param("postgres", marks=pytest.mark.timeout(180))],
+    ["sqlite", "postgres"],
 )
 def test_kill_9_at_random_points_then_resume(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest

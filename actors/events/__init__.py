@@ -34,6 +34,7 @@ Families (docs/events.md lists every record with its fields):
   :class:`JournalUnavailable`, :class:`JournalLeaseLost`, :class:`JournalLeaseRenewFailed`,
   :class:`JournalLeaseGiveBackFailed`, :class:`JournalAdoptFailed`, :class:`RunNotResumed`;
 * shared state — :class:`StateDegraded`, :class:`StateRecovered`;
+* daemon — :class:`DaemonStopping`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
 """
@@ -44,6 +45,7 @@ from actors.events._base import (
     RedactedCause,
     safe_error,
 )
+from actors.events.daemon import DaemonStopping
 from actors.events.diagnostics import (
     ClassifyUnplaced,
     DeadLetterReported,
@@ -176,6 +178,7 @@ RECORDS: tuple[type[Event], ...] = (
     RunNotResumed,
     StateDegraded,
     StateRecovered,
+    DaemonStopping,
 )
 
 __all__ = [
@@ -198,6 +201,7 @@ __all__ = [
     "ChildStarted",
     "ChildStopped",
     "ClassifyUnplaced",
+    "DaemonStopping",
     "DeadLetterReported",
     "DeadLettersThrottled",
     "ErrorSuppressed",
