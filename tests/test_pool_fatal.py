@@ -121,6 +121,36 @@ async def test_context_window_moves_only_to_a_target_marked_larger(
         assert (f.count("A"), f.count("B"), f.count("C")) == (2, 0, 1)
 
 
+@pytest.mark.parametrize("move", ["content_filter", "context_length"])
+async def test_after_a_move_only_the_targets_that_fit_are_tried_even_on_a_retry(
+    autojump_clock: MockClock, move: str
+) -> None:
+    # A refuses the request on its content (or size); B may take it but is briefly down;
+    # C may not take it (not opted in, or no larger window). Rotating away from B's
+    # failure must not hand the request to C: it waits for B's retry.
+    async with fleet(
+        {"A": faults(Fault(kind=move)), "B": faults(Fault(kind="status", status=503)), "C": None}
+    ) as f:
+        if move == "content_filter":
+            targets = [f.target("A"), f.target("B", content_filter_fallback=True), f.target("C")]
+        else:
+            targets = [
+                f.target("A", context_window=8192),
+                f.target("B", context_window=200_000),
+                f.target("C", context_window=4096),
+            ]
+        pool = ProviderPool(targets)
+        reply = await pool.complete(request())
+        assert reply.provider == "B"
+        assert (f.count("A"), f.count("B"), f.count("C")) == (1, 2, 0)
+        assert [(a.provider, a.outcome) for a in pool.ledger] == [
+            ("A", "failed"),
+            ("B", "failed"),
+            ("B", "ok"),
+        ]
+        assert trio.current_time() > 0  # B's retry delay was waited for
+
+
 async def test_bad_request_stops_the_chain(autojump_clock: MockClock) -> None:
     async with fleet({"A": faults(Fault(kind="status", status=400)), "B": None}) as f:
         pool = ProviderPool(f.targets("A", "B"), resilience=Resilience(retry=rules()))

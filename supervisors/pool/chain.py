@@ -9,7 +9,10 @@ breaker or limiter refuses it (``blocked_until``), and whether it is out for thi
   target interleave with the others. A slot named by a move (the next model, a larger
   window, a content-filter opt-in) is taken first when it is admissible.
 * :meth:`Chain.failed` applies :func:`~supervisors.pool.routing.move_for` to a failure;
-  a ``stop`` (or a move with nowhere to go) raises the error itself.
+  a ``stop`` (or a move with nowhere to go) raises the error itself. After a
+  ``larger_window`` or ``opt_in`` move, only the targets that fit (a larger window, the
+  opt-in) stay in the chain: a retry of one of them never rotates the request to a
+  target that may not take it.
 * :meth:`Chain.refused` records a breaker or limiter refusal: no retry is used, the slot
   is blocked for the ``retry_after`` it was given (at least :data:`MIN_WAIT`); an
   infinite one (a permanently open breaker) puts it out.
@@ -192,13 +195,19 @@ class Chain:
         if move is Move.NEXT_MODEL:
             self._next_model(slot, error)
             return
-        slot.out = GONE
-        target = slot.target
+        fits: Callable[[Slot], bool]
         if move is Move.LARGER_WINDOW:
-            window = target.context_window or 0
-            nxt = self._first(lambda s: (s.target.context_window or 0) > window)
+            window = slot.target.context_window or 0
+            fits = lambda s: (s.target.context_window or 0) > window  # noqa: E731
         else:  # Move.OPT_IN
-            nxt = self._first(lambda s: s.target.content_filter_fallback)
+            fits = lambda s: s.target.content_filter_fallback  # noqa: E731
+        # The request may now go only where it fits — this move's target first, and on a
+        # later retry too: every other slot is out for it, the failed one included.
+        slot.out = GONE
+        for other in self.slots:
+            if not fits(other):
+                other.out = GONE
+        nxt = self._first(fits)
         if nxt is None:
             raise error
         self.preferred = nxt
