@@ -490,3 +490,26 @@ async def test_a_verdict_is_recorded_while_the_caller_is_cancelled(
             scope.cancel()
             raise err(Code.UNAVAILABLE)
     assert str(await breaker.state_of("alpha")) == "open"
+
+
+async def test_an_open_breaker_reads_half_open_exactly_at_its_probe_time(
+    autojump_clock: MockClock,
+) -> None:
+    # The in-process state, as the Redis one (tests/test_state_redis.py): a reader sees
+    # what a caller would now. unavailable: 60 s cooldown, the early probe at 30 s.
+    state = MemoryState()
+    breaker = Breaker(state=state)
+    await fail_with(breaker, err(Code.UNAVAILABLE))
+    await fail_with(breaker, err(Code.AUTH), provider="beta")
+    await trio.sleep(30 - 1e-6)
+    assert str(await breaker.state_of("alpha")) == "open"
+    await trio.sleep(1e-6)
+    assert str(await breaker.state_of("alpha")) == "half_open"
+    assert await state.breaker_state("alpha", now=trio.current_time() - 1e-3) == "open"
+    await trio.sleep(3600)
+    assert str(await breaker.state_of("beta")) == "open"  # open until reset
+    assert str(await state.breaker_state("gamma", now=0.0)) == "closed"
+    probe = await breaker.admit("alpha")  # reading changed nothing: the probe is free
+    assert probe.probe
+    await breaker.record(probe, None)
+    assert str(await breaker.state_of("alpha")) == "closed"

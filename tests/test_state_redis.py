@@ -323,3 +323,22 @@ async def test_a_cancel_around_the_state_closes_its_connections(
         with trio.fail_after(5):
             while len(await client.client_list()) > before:
                 await trio.sleep(0.01)
+
+
+async def test_an_open_breaker_reads_half_open_once_its_probe_time_came(replica: Open) -> None:
+    # StateBackend.breaker_state: a reader sees what a caller would now — the probe is
+    # due, so the next caller is admitted as the probe. A permanent open stays open.
+    config = BreakerConfig(cooldowns={Code.UNAVAILABLE: 2.0})
+    async with replica() as one, replica() as two:
+        first, second = Breaker(config, state=one), Breaker(config, state=two)
+        await first.record(await first.admit("alpha"), ActorError.from_code(Code.UNAVAILABLE, "x"))
+        await first.record(await first.admit("beta"), ActorError.from_code(Code.AUTH, "key"))
+        assert [await second.state_of(p) for p in ("alpha", "beta")] == ["open", "open"]
+        await trio.sleep(2.05)
+        assert [await second.state_of(p) for p in ("alpha", "beta")] == ["half_open", "open"]
+        assert await one.breaker_state("gamma", now=0.0) == "closed"  # never seen
+        probe = await first.admit("alpha")  # reading changed nothing: the probe is free
+        assert probe.probe
+        assert await second.state_of("alpha") == "half_open"
+        await first.record(probe, None)
+        assert await second.state_of("alpha") == "closed"

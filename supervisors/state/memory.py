@@ -190,7 +190,11 @@ class MemoryState(StateBackend):
 
     async def breaker_state(self, key: str, *, now: float) -> BreakerState:
         breaker = self.breakers.get(key)
-        return _CLOSED if breaker is None else breaker.state
+        if breaker is None:
+            return _CLOSED
+        if breaker.state is _OPEN and now >= breaker.probe_at:  # never when permanent (inf)
+            return _HALF_OPEN
+        return breaker.state
 
     # --- token buckets ---------------------------------------------------------------
 

@@ -336,13 +336,10 @@ class RedisState(StateBackend):
         return Transition(key, BreakerState(reply), BreakerState.CLOSED, None, None)
 
     async def breaker_state(self, key: str, *, now: float) -> BreakerState:
-        if self.degraded:
+        reply = await self._call("breaker_state", "BREAKER_STATE", [self._keys.breaker(key)], [])
+        if reply is None:  # degraded: this replica's own view
             return await self.local.breaker_state(key, now=now)
-        answered, state = await self._calls.bounded(self.client.hget, self._keys.breaker(key), "st")
-        if not answered:
-            self._degrade("breaker_state", state)
-            return await self.local.breaker_state(key, now=now)
-        return BreakerState(state) if state else BreakerState.CLOSED
+        return BreakerState(reply)
 
     # --- token buckets ---------------------------------------------------------------
 

@@ -115,6 +115,21 @@ redis.call('DEL', KEYS[1])
 return st
 """
 
+#: KEYS[1] breaker. -> the state a reader sees now (an open breaker whose probe time
+#: came reads half_open; a permanent one stays open); changes nothing.
+BREAKER_STATE: Final = (
+    _CLOCK
+    + """
+local k = KEYS[1]
+local st = redis.call('HGET', k, 'st')
+if not st then return 'closed' end
+if st == 'open' and redis.call('HGET', k, 'perm') ~= '1' then
+  if clock() >= tonumber(redis.call('HGET', k, 'pa')) then return 'half_open' end
+end
+return st
+"""
+)
+
 _REFILL: Final = """
 local function level_of(key, cap, rate, now)
   local v = redis.call('GET', key)
@@ -210,6 +225,7 @@ NAMES: Final = (
     "BREAKER_FAILURE",
     "BREAKER_RELEASE",
     "BREAKER_RESET",
+    "BREAKER_STATE",
     "RESERVE",
     "REFUND",
     "ADD_USAGE",
