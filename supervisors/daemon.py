@@ -40,8 +40,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import DaemonStopping
-from actors.lowlevel import open_nursery_unwrapped
-from actors.observe import emit
+from actors.lowlevel import emit, open_nursery_unwrapped
 from supervisors.checks import grace_seconds
 from supervisors.runs import Runs, ShutdownSummary
 
