@@ -5,14 +5,19 @@ whose completion was durable ran again, and every run's journal is gap-free."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
+import select
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -35,19 +40,90 @@ def _reader(journal: Path | str) -> JournalStore:
     return SqliteStore(journal, create=False)
 
 
-def _child(journal: Path | str, effects: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.journal_kill_child", str(journal), str(effects), *args],
+class Forked:
+    """A daemon forked by the zygote (tests/journal_kill_zygote.py), with the part of
+    ``subprocess.Popen``'s interface the test uses."""
+
+    def __init__(self, zygote: subprocess.Popen[str], fifo: Path, argv: list[str]) -> None:
+        os.mkfifo(fifo)
+        assert zygote.stdin is not None and zygote.stdout is not None
+        zygote.stdin.write(json.dumps({"fifo": str(fifo), "argv": argv}) + "\n")
+        zygote.stdin.flush()
+        self.pid = int(zygote.stdout.readline())
+        self.stdout: IO[str] = open(fifo)  # noqa: SIM115 - closed by wait / communicate
+        self.returncode: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float) -> None:
+        """Until the process is gone (the zygote's kernel reaps it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.005)
+
+    def communicate(self, timeout: float) -> tuple[str, None]:
+        """Everything it prints until it ends (within ``timeout``); ``returncode`` from
+        its exit line (``None``: it did not end by itself)."""
+        deadline = time.monotonic() + timeout
+        lines: list[str] = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.stdout], [], [], left)[0]:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            line = self.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+        self.stdout.close()
+        if lines and lines[-1].startswith("EXIT "):
+            self.returncode = int(lines.pop().split()[1])
+        self.wait(timeout=max(0.0, deadline - time.monotonic()) + 5)
+        return "".join(lines), None
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., Forked]]:
+    """Starts daemons (``journal_kill_child`` arguments) forked by one zygote process."""
+    zygote = subprocess.Popen(
+        [sys.executable, "-m", "tests.journal_kill_zygote"],
         cwd=ROOT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
+    children: list[Forked] = []
+
+    def start(*argv: str) -> Forked:
+        child = Forked(zygote, tmp_path / f"child-{len(children)}.out", list(argv))
+        children.append(child)
+        return child
+
+    try:
+        yield start
+    finally:
+        for child in children:
+            child.kill()
+            if not child.stdout.closed:
+                child.stdout.close()
+        assert zygote.stdin is not None and zygote.stdout is not None
+        zygote.stdin.close()
+        zygote.wait(timeout=30)
+        zygote.stdout.close()
 
 
-def _kill_after_start(process: subprocess.Popen[str], delay: float) -> None:
-    assert process.stdout is not None
+def _kill_after_start(process: Forked, delay: float) -> None:
     line = process.stdout.readline()
     assert line.startswith("STARTED"), line
     time.sleep(delay)
@@ -56,13 +132,12 @@ def _kill_after_start(process: subprocess.Popen[str], delay: float) -> None:
     process.stdout.close()
 
 
-def _finish(journal: Path | str, effects: Path) -> str:
-    process = _child(journal, effects, "resume")
+def _finish(spawn: Callable[..., Forked], journal: Path | str, effects: Path) -> str:
+    process = spawn(str(journal), str(effects), "resume")
     try:
         out, _ = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         process.kill()  # a resume that hangs fails the test and leaves no process behind
-        process.communicate()
         raise
     assert process.returncode == 0, out
     return out
@@ -89,14 +164,14 @@ def _calls(effects: Path) -> list[tuple[str, str, int]]:
         db.close()
 
 
-@pytest.mark.timeout(180)  # ~45 Python processes: a minute when idle, more when loaded
+@pytest.mark.timeout(180)  # ~45 processes (forked: no import each); PostgreSQL waits on leases
 @pytest.mark.parametrize(
     "backend",
     # PostgreSQL: each resuming process waits for the dead one's leases to expire.
     ["sqlite", "postgres"],
 )
 def test_kill_9_at_random_points_then_resume(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest, spawn: Callable[..., Forked]
 ) -> None:
     rng = random.Random(SEED)
     effects = tmp_path / "effects.db"
@@ -110,17 +185,17 @@ def test_kill_9_at_random_points_then_resume(
     for kill in range(KILLS):
         run_ids = [f"k{kill}-{n}" for n in range(RUNS_PER_KILL)]
         all_runs += run_ids
-        process = _child(journal, effects, "start", *run_ids)
+        process = spawn(str(journal), str(effects), "start", *run_ids)
         _kill_after_start(process, rng.uniform(0.0, 0.12))
         if kill % 4 == 3:  # kill the resuming process too
             durable = _durably_completed(journal)
             before = {pid for _, _, pid in _calls(effects)}
-            _kill_after_start(_child(journal, effects, "resume"), rng.uniform(0.0, 0.05))
+            _kill_after_start(spawn(str(journal), str(effects), "resume"), rng.uniform(0.0, 0.05))
             _assert_not_rerun(effects, durable, before)
         durable = _durably_completed(journal)
         before = {pid for _, _, pid in _calls(effects)}
         unfinished.append(len(_unfinished(journal)))
-        out = _finish(journal, effects)
+        out = _finish(spawn, journal, effects)
         assert "DONE completed" in out or "STARTED 0" in out, out
         _assert_not_rerun(effects, durable, before)
     _assert_journal_and_effects(journal, effects, all_runs)
