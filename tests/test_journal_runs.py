@@ -14,7 +14,7 @@ from actors import ActorError, fail
 from actors.journal import MemoryStore, record_of
 from actors.testing import capture_events
 from supervisors import BudgetLimits
-from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow
+from supervisors.runs import Approval, Edge, NodeContext, Run, Step, Workflow
 from supervisors.runs.progress import Progress
 from tests.journal_helpers import FlakyStore, crashed, cut, journalled
 from tests.runs_helpers import assert_well_formed, names, of
@@ -89,13 +89,25 @@ async def test_every_record_is_journalled_with_header_checkpoints_and_ending(
 async def test_records_reach_the_stream_only_once_durable(autojump_clock: Any) -> None:
     store = FlakyStore()
     store.fail = 1
+    started: list[Run] = []
     async with journalled(store) as (_, runs, _journal):
-        run = await runs.start(Workflow(name="w", nodes=[Step(id="a", fn=_noop)]), run_id="r")
-        await trio.sleep(1)
-        assert run.history == ()  # run:started is not durable yet: nothing is shown
-        assert store.entries("r") == []
-        await trio.sleep(1.5)
-        assert names(run)[0] == "run:started"
+
+        async def start() -> None:
+            flow = Workflow(name="w", nodes=[Step(id="a", fn=_noop)])
+            started.append(await runs.start(flow, run_id="r"))
+
+        with capture_events("run:started") as seen:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(start)
+                await trio.sleep(1)
+                # run:started is not durable yet (the first write failed): nothing is
+                # shown, and start has not returned — it returns once the run is journalled.
+                assert (seen, started, store.entries("r")) == ([], [], [])
+            returned_at = trio.current_time()
+        (run,) = started
+        assert len(seen) == 1 and names(run)[0] == "run:started"
+        assert record_of(store.entries("r")[0]).name == "run:started"
+        assert 1 < returned_at < 2.5
         await run.wait()
     assert names(run) == ["run:started", "node:started", "node:completed", "run:completed"]
 

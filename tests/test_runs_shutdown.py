@@ -254,6 +254,7 @@ async def test_the_summary_line_counts_each_status_of_the_runs_that_ended(
     autojump_clock: Any,
 ) -> None:
     async def boom(ctx: NodeContext) -> dict[str, Any]:
+        await trio.sleep(0.5)  # fails in the grace, not before the shutdown
         raise ValueError("broken")
 
     slow = Slow()

@@ -81,6 +81,9 @@ class RunJournal:
         self.halt: ActorError | None = None
         self.on_halt: Callable[[ActorError], None] | None = None
         self._settled: trio.Event | None = None
+        # Set once the run's first record (run:started, or a resume's run:resumed) is
+        # durable, or the journal halted the run.
+        self._begun = trio.Event()
 
     def record(self, record: RunEvent) -> None:
         """Journal ``record``; it reaches the run's readers once durable."""
@@ -137,6 +140,8 @@ class RunJournal:
             count += 1
             self.run.deliver(record)
         del waiting[:count]
+        if count:
+            self._begun.set()
         if not waiting:
             self._settle()
 
@@ -162,6 +167,7 @@ class RunJournal:
         shown — readers only ever see what the journal has — and the stream goes on
         from the first of them."""
         self.halt = reason
+        self._begun.set()
         lost, self.waiting = self.waiting, []
         if lost:
             self.run.rewind(lost[0].seq)
@@ -169,6 +175,12 @@ class RunJournal:
         return lost
 
     # -- waits ----------------------------------------------------------------------
+
+    async def begun(self) -> None:
+        """Wait until the run's first record is durable — the run is in the journal, and a
+        crash from now on leaves it resumable — or the journal halted the run. The engine
+        publishes that record in its first step, before any checkpoint."""
+        await self._begun.wait()
 
     async def settled(self) -> None:
         """Wait until every record submitted so far is durable (or the run is halted)."""

@@ -203,8 +203,10 @@ class Runs:
         run_id: str | None = None,
         limits: BudgetLimits | None = None,
     ) -> Run:
-        """Start a run of ``workflow`` with ``inputs`` as its initial state; returns at
-        once with the :class:`Run`. Bad arguments (not a workflow, inputs that are not a
+        """Start a run of ``workflow`` with ``inputs`` as its initial state; returns the
+        :class:`Run` as soon as it is going — with a journal, once its ``run:started`` is
+        durable (one group commit): a crash after ``start`` returned leaves the run in
+        the journal, to be resumed, never lost. Bad arguments (not a workflow, inputs that are not a
         mapping with string keys, a run id in use or with a ``/``) raise
         ``input_validation`` and start nothing; a workflow that fails validation gives a
         run that has already ended with ``run:failed``. A caller cancelled while
@@ -273,7 +275,16 @@ class Runs:
             # One engine per run per journal, even across several open_runs blocks — and
             # per database, across daemons, on a store with leases.
             await journal.acquire(run_id)
-        return await self.launcher.launch(run, plan, budget, None)
+        run = await self.launcher.launch(run, plan, budget, None)
+        if run.journaled is not None:
+            # Returned only once the run is in the journal: a daemon that acknowledges a
+            # run and dies the next instant has it resumed, never lost.
+            try:
+                await run.journaled.begun()
+            except trio.Cancelled:
+                run.cancel(await cancel_in_effect() or "caller cancelled")
+                raise
+        return run
 
     async def run(
         self,
