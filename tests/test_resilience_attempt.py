@@ -405,8 +405,10 @@ async def test_a_caller_cancelled_before_the_call_takes_nothing(
     assert inspect.getcoroutinestate(coroutine) == "CORO_CLOSED"
     assert book.told == []
     assert tokens_level(limiter) == 600.0 and requests_level(limiter) == 60.0
-    assert await breaker.state_of("alpha") is BreakerState.OPEN  # not even asked
+    # Not even asked: the probe is due (half-open to a reader) and still free.
+    assert await breaker.state_of("alpha") is BreakerState.HALF_OPEN
     assert breaker.blocked_fast("alpha") is None  # the next call probes
+    assert (await breaker.admit("alpha")).probe is True
 
 
 async def test_a_caller_already_cancelled_is_cancelled_not_refused(
