@@ -114,7 +114,8 @@ async def test_usage_counted_while_degraded_is_added_on_recovery(redis: RedisSer
         finally:
             redis.resume()
         with capture_events(StateRecovered) as seen:
-            await until(lambda: not state.degraded)
+            # Shared again at once; state.recovered once the usage is merged.
+            await until(lambda: seen)
         assert [e.runs_merged for e in seen] == [2]
         assert await state.add_usage("r1", tokens=0, cost=0.0, turns=0) == (15, 1.5, 2)
         assert await state.add_usage("r2", tokens=1, cost=0.0, turns=0) == (8, 0.0, 0)
@@ -211,3 +212,48 @@ async def test_only_the_most_recent_runs_totals_are_remembered(
         # Nothing was lost in Redis: both increments were added on recovery.
         assert await state.add_usage("r1", tokens=0, cost=0.0, turns=0) == (11, 0.0, 0)
         assert await state.add_usage("r2", tokens=0, cost=0.0, turns=0) == (6, 0.0, 0)
+
+
+async def test_usage_added_while_the_merge_runs_is_not_lost(redis: RedisServer) -> None:
+    # 300 increments pending for r0 make the merge take 300 round trips; meanwhile usage
+    # keeps coming, as fast as it can, for r0 and for runs the merge never saw. Every
+    # answer is the run's exact total, and so is Redis's once it is all merged.
+    async with open_redis_state(redis.url, replicas=2, timeout=HUNG, retry_interval=0.05) as state:
+        redis.pause()
+        try:
+            for _ in range(300):
+                await state.add_usage("r0", tokens=1, cost=0.0, turns=0)
+        finally:
+            redis.resume()
+        expected = {"r0": 300}
+        during: list[bool] = []
+        with capture_events(StateRecovered) as recovered, trio.fail_after(60):
+            while not recovered:
+                run_id = f"r{len(during) % 7}"
+                expected[run_id] = expected.get(run_id, 0) + 1
+                answer = await state.add_usage(run_id, tokens=1, cost=0.0, turns=0)
+                assert answer == (expected[run_id], 0.0, 0), (run_id, answer)
+                during.append(state.degraded)
+        assert True in during and False in during  # added while degraded, and during the merge
+        assert [e.runs_merged for e in recovered] == [7]
+        for run_id, tokens in expected.items():
+            assert await state.add_usage(run_id, tokens=0, cost=0.0, turns=0) == (tokens, 0.0, 0)
+
+
+async def test_closing_the_state_while_the_recovery_merges_is_clean(redis: RedisServer) -> None:
+    # The recovery's round trip in flight ends before the client closes (it raised
+    # "Connection pool is not initialized or has exited" out of the block before).
+    for _ in range(3):
+        async with open_redis_state(
+            redis.url, replicas=2, timeout=HUNG, retry_interval=0.05
+        ) as state:
+            redis.pause()
+            try:
+                for _ in range(2000):
+                    await state.add_usage("r0", tokens=1, cost=0.0, turns=0)
+            finally:
+                redis.resume()
+            with trio.fail_after(30):
+                while state.degraded:
+                    await trio.sleep(0.001)
+            # Shared again, the merge of 2,000 increments under way: leave now.

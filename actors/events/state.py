@@ -32,8 +32,9 @@ class StateDegraded(Event):
 
 @attrs.frozen(kw_only=True, slots=True)
 class StateRecovered(Event):
-    """The shared state answers again: this replica is back on it after
-    ``degraded_for`` seconds; usage counted locally meanwhile was added to it."""
+    """The shared state answers again: this replica went back on it after
+    ``degraded_for`` seconds, and the usage counted locally meanwhile has now been added
+    to it."""
 
     name: ClassVar[str] = "state.recovered"
     level: ClassVar[int] = logging.INFO

@@ -117,6 +117,10 @@ class RedisState(StateBackend):
         self._usage: dict[str, tuple[int, float, int]] = {}  # run -> totals last seen
         # run -> increments counted locally, with their ids: added to Redis on recovery
         self._pending: dict[str, list[tuple[str, int, float, int]]] = {}
+        # Held by the merge around each increment it sends, and by a shared add_usage
+        # while something is pending: no increment is in flight when an answer adds the
+        # pending ones to Redis's totals. Fair (FIFO): the merge and the adds alternate.
+        self._merging = trio.Lock()
         self._increments = 0
         self._local_probes: set[str] = set()  # breaker keys whose probe is local
         self._seed: dict[str, float] = {}  # bucket -> Redis level when degraded began
@@ -172,21 +176,28 @@ class RedisState(StateBackend):
 
     async def recover_forever(self) -> None:
         """Run by :func:`open_redis_state` for the state's life: while degraded, ping Redis
-        every ``retry_interval``; back to shared state when
-        it answers (and the usage counted meanwhile has been added to it)."""
+        every ``retry_interval``; once it answers, back to shared state at once, then the
+        usage counted meanwhile is added to it (``state.recovered`` when it all is)."""
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
             while self.degraded:
                 await trio.sleep(self.retry_interval)
-                merged = await self._merge_usage() if await self._reachable() else None
+                if not await self._reachable():
+                    continue
+                degraded_at = self._degraded_at
+                # Shared again before the merge: usage added from now on goes to Redis
+                # directly (the totals it answers count what is still pending), so the
+                # merge only ever shrinks — however fast usage comes.
+                self.degraded = False
+                self._levels.clear()
+                merged = await self._merge_usage()
                 if merged is not None:
-                    degraded_for = trio.current_time() - self._degraded_at
-                    self.degraded = False
-                    self._levels.clear()
                     emit(
                         StateRecovered(
-                            backend="redis", degraded_for=degraded_for, runs_merged=merged
+                            backend="redis",
+                            degraded_for=trio.current_time() - degraded_at,
+                            runs_merged=merged,
                         )
                     )
 
@@ -195,29 +206,42 @@ class RedisState(StateBackend):
         return answered
 
     async def _merge_usage(self) -> int | None:
-        """Add the usage counted locally to Redis: how many runs had some, or ``None``
-        if Redis failed meanwhile (what was not added yet stays pending)."""
-        runs = list(self._pending)
-        for run_id in runs:
-            increments = self._pending[run_id]
+        """Add the usage counted locally to Redis (each increment once, by its id): how
+        many runs had some, or ``None`` if Redis failed meanwhile — then the state is
+        degraded again, and what was not added stays pending for the next recovery."""
+        pending = self._pending
+        merged: set[str] = set()
+        while pending:
+            run_id = next(iter(pending))
+            increments = pending[run_id]
             while increments:
-                reply = await self._add_usage(run_id, *increments[0])
-                if reply is None:
-                    return None
-                self._seen(run_id, totals(reply))
-                increments.pop(0)
-            del self._pending[run_id]
-        return len(runs)
+                async with self._merging:
+                    answered, reply = await self._add_usage(run_id, *increments[0])
+                    if not answered:
+                        self._degrade("add_usage", reply)
+                        return None
+                    increments.pop(0)
+                    self._seen(run_id, self._with_pending(run_id, totals(reply)))
+            del pending[run_id]  # no await since it was seen empty
+            merged.add(run_id)
+        return len(merged)
+
+    def _with_pending(self, run_id: str, shared: tuple[int, float, int]) -> tuple[int, float, int]:
+        """A run's totals: what Redis answered plus its increments not merged yet."""
+        tokens, cost, turns = shared
+        for _, more_tokens, more_cost, more_turns in self._pending.get(run_id, ()):
+            tokens, cost, turns = tokens + more_tokens, cost + more_cost, turns + more_turns
+        return tokens, cost, turns
 
     async def _add_usage(
         self, run_id: str, increment: str, tokens: int, cost: float, turns: int
-    ) -> Any:
-        """One increment, sent directly (also while degraded); ``None`` on failure."""
+    ) -> tuple[bool, Any]:
+        """One increment, sent directly (also while degraded): whether Redis answered,
+        and its reply (or what failed)."""
         args = [tokens, repr(cost), turns, self.usage_ttl, increment]
-        answered, reply = await self._calls.bounded(
+        return await self._calls.bounded(
             self._calls.run, "ADD_USAGE", self._keys.usage(run_id), args
         )
-        return reply if answered else None
 
     # --- circuit breaker -------------------------------------------------------------
 
@@ -400,14 +424,16 @@ class RedisState(StateBackend):
     ) -> tuple[int, float, int]:
         _finite("cost", cost)
         increment = self._increment_id()
-        reply = await self._call(
-            "add_usage",
-            "ADD_USAGE",
-            self._keys.usage(run_id),
-            [tokens, repr(cost), turns, self.usage_ttl, increment],
-        )
-        if reply is not None:
-            return self._seen(run_id, totals(reply))
+        args = [tokens, repr(cost), turns, self.usage_ttl, increment]
+        if self._pending and not self.degraded:  # a merge is under way
+            async with self._merging:
+                reply = await self._call("add_usage", "ADD_USAGE", self._keys.usage(run_id), args)
+                if reply is not None:
+                    return self._seen(run_id, self._with_pending(run_id, totals(reply)))
+        else:
+            reply = await self._call("add_usage", "ADD_USAGE", self._keys.usage(run_id), args)
+            if reply is not None:
+                return self._seen(run_id, totals(reply))
         # Not known to be applied (refused, or no answer in time): counted here, and sent
         # again with the same id on recovery — applied once either way.
         self._pending.setdefault(run_id, []).append((increment, tokens, cost, turns))

@@ -56,13 +56,19 @@ async def open_redis_state(
         retry_interval=retry_interval,
         usage_ttl=usage_ttl,
     )
-    async with open_nursery_unwrapped() as nursery:
-        await nursery.start(_hold, client)
-        nursery.start_soon(state.recover_forever)
+    async with open_nursery_unwrapped() as holder:
+        await holder.start(_hold, client)
         try:
-            yield state
+            # The recovery ends before the client closes: a round trip it has in flight
+            # (shielded, bounded by the timeout) must not find the connection pool gone.
+            async with open_nursery_unwrapped() as recovery:
+                recovery.start_soon(state.recover_forever)
+                try:
+                    yield state
+                finally:
+                    recovery.cancel_scope.cancel(reason="redis state closed")
         finally:
-            nursery.cancel_scope.cancel(reason="redis state closed")
+            holder.cancel_scope.cancel(reason="redis state closed")
 
 
 async def _hold(client: Any, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
