@@ -32,6 +32,7 @@ async def test_usage_counted_meanwhile_is_merged_once_and_totals_go_on_from_redi
         with capture_events(StateRecovered) as seen:
             await jump(mock_clock, 1.0, switch)
             await settle(state, degraded=False)
+            await quiet(switch)  # shared again at once; recovered once the merge is done
         assert [e.runs_merged for e in seen] == [2]
         # The lost reply's increment was sent again with its id: applied once.
         assert await other.add_usage("r1", tokens=0, cost=0.0, turns=0) == (103, 1.75, 11)
@@ -41,6 +42,7 @@ async def test_usage_counted_meanwhile_is_merged_once_and_totals_go_on_from_redi
         switch.down = False
         await jump(mock_clock, 1.0, switch)
         await settle(state, degraded=False)
+        await quiet(switch)
         assert await other.add_usage("r1", tokens=0, cost=0.0, turns=0) == (104, 1.75, 11)
 
 
@@ -77,6 +79,7 @@ async def test_a_merge_cut_short_keeps_what_was_not_added_for_the_next_try(
             switch.scripts_left = None
             await jump(mock_clock, 1.0, switch)
             await settle(state, degraded=False)
+            await quiet(switch)  # shared again at once; recovered once the merge is done
         assert [(e.degraded_for, e.runs_merged) for e in seen] == [(2.0, 1)]  # r2 left
         other = RedisState(switch.inner, replicas=2)
         assert await other.add_usage("r1", tokens=0, cost=0.0, turns=0) == (1, 0.5, 1)

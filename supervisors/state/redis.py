@@ -121,6 +121,8 @@ class RedisState(StateBackend):
         # while something is pending: no increment is in flight when an answer adds the
         # pending ones to Redis's totals. Fair (FIFO): the merge and the adds alternate.
         self._merging = trio.Lock()
+        # Back on Redis, the merge not done yet: the outage is not over.
+        self._recovering = False
         self._increments = 0
         self._local_probes: set[str] = set()  # breaker keys whose probe is local
         self._seed: dict[str, float] = {}  # bucket -> Redis level when degraded began
@@ -152,11 +154,13 @@ class RedisState(StateBackend):
         if self.degraded:
             return
         self.degraded = True
-        self._degraded_at = trio.current_time()
         self.local = MemoryState()
         self._local_probes.clear()
         self._seed = dict(self._levels)
         self._wake.set()
+        if self._recovering:  # failed before the merge ended: the same outage goes on
+            return
+        self._degraded_at = trio.current_time()
         emit(
             StateDegraded(backend="redis", replicas=self.replicas, operation=operation, error=error)
         )
@@ -185,18 +189,22 @@ class RedisState(StateBackend):
                 await trio.sleep(self.retry_interval)
                 if not await self._reachable():
                     continue
-                degraded_at = self._degraded_at
                 # Shared again before the merge: usage added from now on goes to Redis
                 # directly (the totals it answers count what is still pending), so the
-                # merge only ever shrinks — however fast usage comes.
+                # merge only ever shrinks — however fast usage comes. A failure before it
+                # ends degrades the replica again, as the same outage (no new event).
                 self.degraded = False
                 self._levels.clear()
-                merged = await self._merge_usage()
+                self._recovering = True
+                try:
+                    merged = await self._merge_usage()
+                finally:
+                    self._recovering = False
                 if merged is not None:
                     emit(
                         StateRecovered(
                             backend="redis",
-                            degraded_for=trio.current_time() - degraded_at,
+                            degraded_for=trio.current_time() - self._degraded_at,
                             runs_merged=merged,
                         )
                     )
