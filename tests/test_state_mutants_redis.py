@@ -241,7 +241,7 @@ async def test_one_replica_and_a_url_that_is_not_a_string(redis: RedisServer) ->
         async with open_redis_state(123, replicas=1):  # type: ignore[arg-type]
             pytest.fail("opened")
     async with open_redis_state(redis.url, replicas=1) as state:
-        assert (state.replicas, state.namespace, state.timeout) == (1, "ra", 0.5)
+        assert (state.replicas, state.namespace, state.timeout) == (1, "ra", 2.0)
         assert (state.retry_interval, state.usage_ttl) == (1.0, 7 * 24 * 3600)
         assert isinstance(state.timeout, float) and isinstance(state.retry_interval, float)
 

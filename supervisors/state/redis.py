@@ -53,7 +53,7 @@ from supervisors.state.base import (
 from supervisors.state.memory import MemoryState
 from supervisors.state.redis_calls import Keys, ScriptCalls, totals
 
-DEFAULT_TIMEOUT: Final = 0.5
+DEFAULT_TIMEOUT: Final = 2.0
 DEFAULT_RETRY_INTERVAL: Final = 1.0
 DEFAULT_USAGE_TTL: Final = 7 * 24 * 3600
 #: Runs whose budget totals a replica remembers for degraded mode (least recently used
