@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from actors import ActorError, Code
-from actors.events import StateDegraded, StateRecovered
+from actors.events import StateDegraded, StateRecovered, StateUsageUnmerged
 from actors.testing import capture_events
 from supervisors import Breaker, BreakerConfig, RateLimit, RateLimiter
 from supervisors.state import open_redis_state
@@ -240,20 +240,67 @@ async def test_usage_added_while_the_merge_runs_is_not_lost(redis: RedisServer) 
             assert await state.add_usage(run_id, tokens=0, cost=0.0, turns=0) == (tokens, 0.0, 0)
 
 
-async def test_closing_the_state_while_the_recovery_merges_is_clean(redis: RedisServer) -> None:
+@pytest.mark.parametrize("leave", ["normally", "by a cancel around the block"])
+async def test_closing_the_state_while_the_recovery_merges_is_clean(
+    redis: RedisServer, leave: str
+) -> None:
     # The recovery's round trip in flight ends before the client closes (it raised
-    # "Connection pool is not initialized or has exited" out of the block before).
-    for _ in range(3):
+    # "Connection pool is not initialized or has exited" out of the block before), and
+    # the close merges what is left: nothing is reported lost, Redis has it all.
+    for attempt in range(3):
+        run_id = f"r{attempt}"
+        with capture_events(StateUsageUnmerged) as unmerged, trio.CancelScope() as scope:
+            async with open_redis_state(
+                redis.url, replicas=2, timeout=HUNG, retry_interval=0.05
+            ) as state:
+                redis.pause()
+                try:
+                    for _ in range(2000):
+                        await state.add_usage(run_id, tokens=1, cost=0.0, turns=0)
+                finally:
+                    redis.resume()
+                with trio.fail_after(30):
+                    while state.degraded:
+                        await trio.sleep(0.001)
+                # Shared again, the merge of 2,000 increments under way: leave now.
+                if leave != "normally":
+                    scope.cancel()
+                    await trio.sleep_forever()
+        assert unmerged == []
+        async with open_redis_state(redis.url, replicas=2) as fresh:
+            assert await fresh.add_usage(run_id, tokens=0, cost=0.0, turns=0) == (2000, 0.0, 0)
+
+
+async def test_usage_still_local_when_the_state_closes_is_merged_or_reported(
+    redis: RedisServer,
+) -> None:
+    # Redis back but not retried yet (a long retry interval): the close merges it.
+    with capture_events(StateUsageUnmerged) as unmerged:
         async with open_redis_state(
-            redis.url, replicas=2, timeout=HUNG, retry_interval=0.05
+            redis.url, replicas=2, timeout=HUNG, retry_interval=3600
         ) as state:
             redis.pause()
             try:
-                for _ in range(2000):
-                    await state.add_usage("r0", tokens=1, cost=0.0, turns=0)
+                assert await state.add_usage("r1", tokens=5, cost=0.25, turns=1) == (5, 0.25, 1)
+                assert await state.add_usage("r2", tokens=7, cost=0.0, turns=0) == (7, 0.0, 0)
             finally:
                 redis.resume()
-            with trio.fail_after(30):
-                while state.degraded:
-                    await trio.sleep(0.001)
-            # Shared again, the merge of 2,000 increments under way: leave now.
+            assert state.degraded
+    assert unmerged == []
+    async with open_redis_state(redis.url, replicas=2) as fresh:
+        assert await fresh.add_usage("r1", tokens=0, cost=0.0, turns=0) == (5, 0.25, 1)
+        assert await fresh.add_usage("r2", tokens=0, cost=0.0, turns=0) == (7, 0.0, 0)
+    # Redis down at the close, left by a cancel: reported, with what was lost.
+    with capture_events(StateUsageUnmerged) as unmerged, trio.CancelScope() as scope:
+        async with open_redis_state(
+            redis.url, replicas=2, timeout=HUNG, retry_interval=3600
+        ) as state:
+            redis.kill()
+            await state.add_usage("r1", tokens=1, cost=0.5, turns=1)
+            await state.add_usage("r1", tokens=2, cost=0.25, turns=1)
+            await state.add_usage("r3", tokens=4, cost=0.0, turns=0)
+            scope.cancel()
+            await trio.sleep_forever()
+    assert [e.fields() for e in unmerged] == [
+        {"backend": "redis", "runs": 2, "increments": 3, "tokens": 7, "cost": 0.75}
+    ]

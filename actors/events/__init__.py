@@ -33,7 +33,8 @@ Families (docs/events.md lists every record with its fields):
 * journal — :class:`JournalAppendFailed`, :class:`JournalRecovered`,
   :class:`JournalUnavailable`, :class:`JournalLeaseLost`, :class:`JournalLeaseRenewFailed`,
   :class:`JournalLeaseGiveBackFailed`, :class:`JournalAdoptFailed`, :class:`RunNotResumed`;
-* shared state — :class:`StateDegraded`, :class:`StateRecovered`;
+* shared state — :class:`StateDegraded`, :class:`StateRecovered`,
+  :class:`StateUsageUnmerged`;
 * daemon — :class:`DaemonStopping`;
 * diagnostics — :class:`TaskFailed`, :class:`DeadLetterReported`,
   :class:`DeadLettersThrottled`, :class:`ClassifyUnplaced`, :class:`HookFailed`.
@@ -106,7 +107,7 @@ from actors.events.runs import (
     ToolCalled,
     run_outcome,
 )
-from actors.events.state import StateDegraded, StateRecovered
+from actors.events.state import StateDegraded, StateRecovered, StateUsageUnmerged
 from actors.events.supervision import (
     ChildStarted,
     ChildStopped,
@@ -178,6 +179,7 @@ RECORDS: tuple[type[Event], ...] = (
     RunNotResumed,
     StateDegraded,
     StateRecovered,
+    StateUsageUnmerged,
     DaemonStopping,
 )
 
@@ -238,6 +240,7 @@ __all__ = [
     "RunStarted",
     "StateDegraded",
     "StateRecovered",
+    "StateUsageUnmerged",
     "SupervisorDecision",
     "SupervisorEscalated",
     "TaskFailed",

@@ -44,3 +44,24 @@ class StateRecovered(Event):
     #: Runs whose budget usage, counted locally while degraded, was added to the shared
     #: totals on recovery.
     runs_merged: int
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class StateUsageUnmerged(Event):
+    """The shared state closed with budget usage counted locally (while degraded) that
+    could not be added to it: the shared totals of those runs are short by it. The
+    close tried once more first (Redis down or failing: it was not reached)."""
+
+    name: ClassVar[str] = "state.usage_unmerged"
+    level: ClassVar[int] = logging.ERROR
+
+    #: ``"redis"``.
+    backend: str
+    #: Runs with usage not added.
+    runs: int
+    #: Increments not added (each a ``add_usage`` call).
+    increments: int
+    #: Their tokens, summed.
+    tokens: int
+    #: Their cost, summed.
+    cost: float

@@ -39,7 +39,7 @@ from typing import Any, Final
 import trio
 
 from actors import ActorError, Code
-from actors.events import StateDegraded, StateRecovered
+from actors.events import StateDegraded, StateRecovered, StateUsageUnmerged
 from actors.lowlevel import emit
 from supervisors.checks import int_at_least, positive_finite
 from supervisors.state.base import (
@@ -233,6 +233,31 @@ class RedisState(StateBackend):
             del pending[run_id]  # no await since it was seen empty
             merged.add(run_id)
         return len(merged)
+
+    async def merge_on_close(self) -> None:
+        """Called as the state closes, after its recovery task ended: add the usage still
+        counted locally to Redis (one try: a failure stops it), and report what could not
+        be (``state.usage_unmerged``) — never dropped silently. Nothing to do (no round
+        trip) when nothing is pending."""
+        if not self._pending:
+            return
+        with trio.CancelScope(shield=True):  # the close is often a cancel: still try once
+            self._recovering = True  # a failure here must not report a new outage
+            try:
+                await self._merge_usage()
+            finally:
+                self._recovering = False
+        left = [increment for increments in self._pending.values() for increment in increments]
+        if left:
+            emit(
+                StateUsageUnmerged(
+                    backend="redis",
+                    runs=sum(1 for increments in self._pending.values() if increments),
+                    increments=len(left),
+                    tokens=sum(increment[1] for increment in left),
+                    cost=sum(increment[2] for increment in left),
+                )
+            )
 
     def _with_pending(self, run_id: str, shared: tuple[int, float, int]) -> tuple[int, float, int]:
         """A run's totals: what Redis answered plus its increments not merged yet."""

@@ -35,6 +35,10 @@ async def open_redis_state(
     while Redis is unreachable). Redis need not be up when this opens: the first
     operation that cannot reach it starts in degraded mode. Bad arguments raise
     ``config_invalid`` naming the argument; nothing is left open.
+
+    Leaving the block ends the recovery task, then adds the budget usage still counted
+    locally to Redis (one try, even when the block is left by a cancel); what cannot be
+    added is reported as ``state.usage_unmerged`` — never dropped silently.
     """
     try:
         import coredis
@@ -56,8 +60,9 @@ async def open_redis_state(
         retry_interval=retry_interval,
         usage_ttl=usage_ttl,
     )
+    closing = trio.Event()
     async with open_nursery_unwrapped() as holder:
-        await holder.start(_hold, client)
+        await holder.start(_hold, client, closing)
         try:
             # The recovery ends before the client closes: a round trip it has in flight
             # (shielded, bounded by the timeout) must not find the connection pool gone.
@@ -68,12 +73,20 @@ async def open_redis_state(
                 finally:
                     recovery.cancel_scope.cancel(reason="redis state closed")
         finally:
-            holder.cancel_scope.cancel(reason="redis state closed")
+            try:
+                await state.merge_on_close()  # usage still counted here: tried once more
+            finally:
+                closing.set()
 
 
-async def _hold(client: Any, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def _hold(
+    client: Any, closing: trio.Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     """Keep coredis's connection pool open (its task group lives in this task, so the
-    errors of the block that uses the state are not wrapped by it)."""
-    async with client:
-        task_status.started()
-        await trio.sleep_forever()
+    errors of the block that uses the state are not wrapped by it) until ``closing`` is
+    set — also when a scope around the block is cancelled: the pool closes only after
+    the last round trip (the recovery's, the close's merge) has ended."""
+    with trio.CancelScope(shield=True):
+        async with client:
+            task_status.started()
+            await closing.wait()
