@@ -193,7 +193,7 @@ async def test_a_cancel_during_a_hung_round_trip_takes_effect_after_the_timeout(
 async def test_only_the_most_recent_runs_totals_are_remembered(
     redis: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import supervisors.state.redis as backend
+    import supervisors.state.redis_usage as backend
 
     monkeypatch.setattr(backend, "_USAGE_KEPT", 2)  # a bounded memory, made tiny
     async with open_redis_state(redis.url, replicas=2, timeout=HUNG, retry_interval=0.1) as state:

@@ -49,7 +49,7 @@ async def test_usage_counted_meanwhile_is_merged_once_and_totals_go_on_from_redi
 async def test_the_runs_remembered_are_the_most_recently_used(
     redis: RedisServer, mock_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import supervisors.state.redis as backend
+    import supervisors.state.redis_usage as backend
 
     monkeypatch.setattr(backend, "_USAGE_KEPT", 2)  # a bounded memory, made tiny
     async with switched(redis) as (state, switch):

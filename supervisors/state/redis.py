@@ -16,9 +16,10 @@ replica emits ``state.degraded`` and goes on with a local
 (capacity and rate), starting from ``1/replicas`` of the level it last saw in Redis —
 so the fleet never admits more than its limit plus that share. Breakers start closed
 locally; budgets go on from the totals last seen, and what is counted meanwhile is
-added to Redis on recovery. Every ``retry_interval`` seconds a background task pings
-Redis; when it answers, ``state.recovered`` and back to shared state. A Redis outage
-never fails a request by itself.
+added to Redis on recovery (:mod:`supervisors.state.redis_usage`). Every
+``retry_interval`` seconds a background task pings Redis; when it answers, the replica
+is back on shared state at once, and ``state.recovered`` once the pending usage is
+merged. A Redis outage never fails a request by itself.
 
 **Cancellation.** A round trip in flight is finished (shielded, at most ``timeout``)
 before a cancel takes effect, so a reservation or a probe lease is never taken on the
@@ -39,9 +40,8 @@ from typing import Any, Final
 import trio
 
 from actors import ActorError, Code
-from actors.events import StateDegraded, StateRecovered, StateUsageUnmerged
+from actors.events import StateDegraded, StateRecovered
 from actors.lowlevel import emit
-from supervisors.checks import int_at_least, positive_finite
 from supervisors.state.base import (
     BreakerSnapshot,
     BreakerState,
@@ -52,21 +52,12 @@ from supervisors.state.base import (
 )
 from supervisors.state.memory import MemoryState
 from supervisors.state.redis_calls import Keys, ScriptCalls, totals
+from supervisors.state.redis_checks import finite, positive
+from supervisors.state.redis_usage import Increment, PendingUsage, SeenTotals
 
 DEFAULT_TIMEOUT: Final = 2.0
 DEFAULT_RETRY_INTERVAL: Final = 1.0
 DEFAULT_USAGE_TTL: Final = 7 * 24 * 3600
-#: Runs whose budget totals a replica remembers for degraded mode (least recently used
-#: forgotten first): a long-lived daemon's memory stays bounded.
-_USAGE_KEPT: Final = 10_000
-
-
-def positive(name: str, value: object, *, integer: bool = False) -> None:
-    """``config_invalid`` naming ``name`` unless ``value`` is finite seconds > 0 (with
-    ``integer``: an integer >= 1), by the checks every config uses."""
-    problem = (int_at_least(1) if integer else positive_finite)(value)
-    if problem is not None:
-        raise ActorError.from_code(Code.CONFIG_INVALID, f"redis state: {name} {problem}")
 
 
 class RedisState(StateBackend):
@@ -114,13 +105,9 @@ class RedisState(StateBackend):
         self._levels: dict[str, float] = {}  # bucket -> level last seen in Redis
         # (bucket, spec) -> (its Redis key, capacity and rate as script arguments)
         self._bucket_args: dict[tuple[str, BucketSpec], tuple[str, str, str]] = {}
-        self._usage: dict[str, tuple[int, float, int]] = {}  # run -> totals last seen
+        self._usage = SeenTotals()
         # run -> increments counted locally, with their ids: added to Redis on recovery
-        self._pending: dict[str, list[tuple[str, int, float, int]]] = {}
-        # Held by the merge around each increment it sends, and by a shared add_usage
-        # while something is pending: no increment is in flight when an answer adds the
-        # pending ones to Redis's totals. Fair (FIFO): the merge and the adds alternate.
-        self._merging = trio.Lock()
+        self._pending = PendingUsage()
         # Back on Redis, the merge not done yet: the outage is not over.
         self._recovering = False
         self._increments = 0
@@ -217,22 +204,14 @@ class RedisState(StateBackend):
         """Add the usage counted locally to Redis (each increment once, by its id): how
         many runs had some, or ``None`` if Redis failed meanwhile — then the state is
         degraded again, and what was not added stays pending for the next recovery."""
-        pending = self._pending
-        merged: set[str] = set()
-        while pending:
-            run_id = next(iter(pending))
-            increments = pending[run_id]
-            while increments:
-                async with self._merging:
-                    answered, reply = await self._add_usage(run_id, *increments[0])
-                    if not answered:
-                        self._degrade("add_usage", reply)
-                        return None
-                    increments.pop(0)
-                    self._seen(run_id, self._with_pending(run_id, totals(reply)))
-            del pending[run_id]  # no await since it was seen empty
-            merged.add(run_id)
-        return len(merged)
+        merged, failure = await self._pending.merge(self._add_usage, self._merged)
+        if failure is not None:
+            self._degrade("add_usage", failure)
+            return None
+        return merged
+
+    def _merged(self, run_id: str, reply: Any) -> None:
+        self._usage.seen(run_id, self._pending.plus(run_id, totals(reply)))
 
     async def merge_on_close(self) -> None:
         """Called as the state closes, after its recovery task ended: add the usage still
@@ -247,31 +226,15 @@ class RedisState(StateBackend):
                 await self._merge_usage()
             finally:
                 self._recovering = False
-        left = [increment for increments in self._pending.values() for increment in increments]
-        if left:
-            emit(
-                StateUsageUnmerged(
-                    backend="redis",
-                    runs=sum(1 for increments in self._pending.values() if increments),
-                    increments=len(left),
-                    tokens=sum(increment[1] for increment in left),
-                    cost=sum(increment[2] for increment in left),
-                )
-            )
+        unmerged = self._pending.unmerged("redis")
+        if unmerged is not None:
+            emit(unmerged)
 
-    def _with_pending(self, run_id: str, shared: tuple[int, float, int]) -> tuple[int, float, int]:
-        """A run's totals: what Redis answered plus its increments not merged yet."""
-        tokens, cost, turns = shared
-        for _, more_tokens, more_cost, more_turns in self._pending.get(run_id, ()):
-            tokens, cost, turns = tokens + more_tokens, cost + more_cost, turns + more_turns
-        return tokens, cost, turns
-
-    async def _add_usage(
-        self, run_id: str, increment: str, tokens: int, cost: float, turns: int
-    ) -> tuple[bool, Any]:
+    async def _add_usage(self, run_id: str, increment: Increment) -> tuple[bool, Any]:
         """One increment, sent directly (also while degraded): whether Redis answered,
         and its reply (or what failed)."""
-        args = [tokens, repr(cost), turns, self.usage_ttl, increment]
+        increment_id, tokens, cost, turns = increment
+        args = [tokens, repr(cost), turns, self.usage_ttl, increment_id]
         return await self._calls.bounded(
             self._calls.run, "ADD_USAGE", self._keys.usage(run_id), args
         )
@@ -408,7 +371,7 @@ class RedisState(StateBackend):
         keys = []
         cache = self._bucket_args
         for bucket, amount in amounts.items():
-            _finite(f"amount of {bucket}", amount)
+            finite(f"amount of {bucket}", amount)
             spec = specs[bucket]
             known = cache.get((bucket, spec))
             if known is None:
@@ -455,39 +418,21 @@ class RedisState(StateBackend):
     async def add_usage(
         self, run_id: str, *, tokens: int, cost: float, turns: int
     ) -> tuple[int, float, int]:
-        _finite("cost", cost)
+        finite("cost", cost)
         increment = self._increment_id()
         args = [tokens, repr(cost), turns, self.usage_ttl, increment]
-        if self._pending and not self.degraded:  # a merge is under way
-            async with self._merging:
+        pending = self._pending
+        if pending and not self.degraded:  # a merge is under way
+            async with pending.lock:
                 reply = await self._call("add_usage", "ADD_USAGE", self._keys.usage(run_id), args)
                 if reply is not None:
-                    return self._seen(run_id, self._with_pending(run_id, totals(reply)))
+                    return self._usage.seen(run_id, pending.plus(run_id, totals(reply)))
         else:
             reply = await self._call("add_usage", "ADD_USAGE", self._keys.usage(run_id), args)
             if reply is not None:
-                return self._seen(run_id, totals(reply))
+                return self._usage.seen(run_id, totals(reply))
         # Not known to be applied (refused, or no answer in time): counted here, and sent
         # again with the same id on recovery — applied once either way.
-        self._pending.setdefault(run_id, []).append((increment, tokens, cost, turns))
-        seen = self._usage.get(run_id, (0, 0.0, 0))
-        return self._seen(run_id, (seen[0] + tokens, seen[1] + cost, seen[2] + turns))
-
-    def _seen(self, run_id: str, totals: tuple[int, float, int]) -> tuple[int, float, int]:
-        """Remember a run's latest totals: the most recently used ``_USAGE_KEPT`` runs
-        (degraded mode goes on from them)."""
-        usage = self._usage
-        usage.pop(run_id, None)
-        usage[run_id] = totals
-        if len(usage) > _USAGE_KEPT:
-            del usage[next(iter(usage))]
-        return totals
-
-
-def _finite(name: str, value: float) -> None:
-    """Refuse a value the scripts cannot take (Lua reads no ``nan``/``inf``): a caller's
-    bad number must not look like Redis failing, which would degrade the replica."""
-    if not math.isfinite(value):
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION, f"redis state: {name} must be finite, not {value!r}"
-        )
+        pending.add(run_id, (increment, tokens, cost, turns))
+        seen = self._usage.get(run_id)
+        return self._usage.seen(run_id, (seen[0] + tokens, seen[1] + cost, seen[2] + turns))

@@ -15,8 +15,8 @@ from supervisors.state.redis import (
     DEFAULT_TIMEOUT,
     DEFAULT_USAGE_TTL,
     RedisState,
-    positive,
 )
+from supervisors.state.redis_checks import positive
 
 
 @asynccontextmanager
