@@ -121,6 +121,9 @@ class Engine:
         ``resumable``: a shutdown interrupts the run, and a journalled run stays
         resumable (its ``run:cancelled`` says so)."""
         if self.cancelled is None and self.failure is None:
+            outside = self.subtree_cancel()
+            if outside is not None:  # an abort (or a cancel of the runs) came first
+                reason, resumable = outside, False
             self.cancelled = reason
             self.resumable = resumable and self.run.journaled is not None
             self.scope.cancel(reason=reason)
