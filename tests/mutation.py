@@ -155,6 +155,7 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_llm.py",
         "tests/test_runs_hostile.py",
         "tests/test_runs_conditions.py",
+        "tests/test_runs_engine_mutants.py",
     ),
     "supervisors/runs/attempts.py": (
         "tests/test_runs_steps.py",
@@ -163,6 +164,7 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_runs_llm.py",
         "tests/test_runs_hostile.py",
         "tests/test_runs_conditions.py",
+        "tests/test_runs_attempts_mutants.py",
     ),
     "supervisors/runs/commit.py": (
         "tests/test_runs_steps.py",
