@@ -331,30 +331,19 @@ async def test_a_caller_cancelled_while_start_runs_leaves_no_run_behind(
         assert [(e.run_id, e.reason) for e in cancelled] == [("r", "caller gave up")]
 
 
-async def test_an_abort_then_a_run_cancel_in_the_same_instant_keeps_the_aborts_reason(
-    autojump_clock: Any,
+@pytest.mark.parametrize(
+    ("first", "reason"), [("abort", "operator abort"), ("run.cancel", "first")]
+)
+async def test_an_abort_and_a_run_cancel_in_the_same_instant_keep_the_first_reason(
+    autojump_clock: Any, first: str, reason: str
 ) -> None:
-    # The first cancel reason wins: the abort is in effect when run.cancel comes.
     wf = Workflow(name="w", nodes=[step("a", sleeper())])
-    with pytest.raises(CancelledError, match="operator abort"):
+    with pytest.raises(CancelledError, match="operator abort"):  # the tree's own ending
         async with open_tree(SupervisorSpec()) as tree, open_runs(tree) as runs:
             run = await runs.start(wf)
             await trio.sleep(2)
-            tree.abort("operator abort")
-            run.cancel("later")
+            cancels = [lambda: tree.abort("operator abort"), lambda: run.cancel("first")]
+            for cancel in cancels if first == "abort" else reversed(cancels):
+                cancel()
             await trio.sleep_forever()
-    assert_cancelled(run, "operator abort")
-
-
-async def test_a_run_cancel_then_an_abort_in_the_same_instant_keeps_the_runs_reason(
-    autojump_clock: Any,
-) -> None:
-    wf = Workflow(name="w", nodes=[step("a", sleeper())])
-    with pytest.raises(CancelledError, match="operator abort"):
-        async with open_tree(SupervisorSpec()) as tree, open_runs(tree) as runs:
-            run = await runs.start(wf)
-            await trio.sleep(2)
-            run.cancel("first")
-            tree.abort("operator abort")
-            await trio.sleep_forever()
-    assert_cancelled(run, "first")
+    assert_cancelled(run, reason)
