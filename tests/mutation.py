@@ -189,6 +189,13 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_journal_store.py",
     ),
     "actors/journal/thread.py": ("tests/test_journal_thread.py",),
+    "actors/journal/records.py": (*_JOURNAL, "tests/test_journal_records_mutants.py"),
+    "actors/journal/writer.py": (
+        "tests/test_journal_store.py",
+        "tests/test_journal_hostile.py",
+        "tests/test_journal_leases.py",
+        "tests/test_journal_writer_mutants.py",
+    ),
     "supervisors/runs/shutdown.py": ("tests/test_runs_shutdown.py", "tests/test_daemon.py"),
     "supervisors/daemon.py": ("tests/test_daemon.py",),
     "actors/tracing.py": ("tests/test_tracing.py",),
