@@ -97,7 +97,7 @@ async def test_a_cancelled_serve_interrupts_the_runs_resumably(autojump_clock: A
         assert trio.current_time() == 4.0  # no grace for a cancel
         assert run.done  # interrupted and ended before the cancel went on
         outcome = await run.wait()
-    assert (outcome.status, outcome.reason) == ("cancelled", "cancelled")
+    assert (outcome.status, outcome.reason) == ("interrupted", "cancelled")
     assert record_of(store.entries("r")[-1]).resumable is True
     assert not daemon.stopping.is_set()
 

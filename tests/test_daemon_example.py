@@ -155,7 +155,7 @@ def test_a_signal_stops_the_daemon_gracefully_and_a_restart_resumes_its_runs(
     # The grace is honoured, and the runs are cut after it (their work is 600 s): the
     # upper bound leaves room for a loaded machine.
     assert 1.5 <= took < 1.5 + SLACK, took
-    assert sorted(daemon.lines[-3:-1]) == ["ended long-1 cancelled", "ended long-2 cancelled"]
+    assert sorted(daemon.lines[-3:-1]) == ["ended long-1 interrupted", "ended long-2 interrupted"]
     assert (
         1.5
         <= _summary_took(

@@ -110,17 +110,22 @@ def test_demo_runs_through_the_pool_and_summarises_its_ledger() -> None:
         "ended task-1 completed",
         "ended task-2 completed",
         "ended task-3 completed",
-        "ended task-4 cancelled",
         "ended task-4 completed",
+        "ended task-4 interrupted",
     ]
-    assert any(
-        re.fullmatch(
-            r"shutdown \(eof\): 3 runs ended in the grace \(3 completed\), 1 interrupted"
-            r" and resumable, 1\.\d\d s",
-            line,
-        )
+    # The grace is 1 s (its end is what cut task-4); a loaded machine may take longer.
+    shutdowns = [
+        match
         for line in service
-    ), service
+        if (
+            match := re.fullmatch(
+                r"shutdown \(eof\): 3 runs ended in the grace \(3 completed\), 1 interrupted"
+                r" and resumable, (\d+\.\d\d) s",
+                line,
+            )
+        )
+    ]
+    assert len(shutdowns) == 1 and float(shutdowns[0][1]) >= 1.0, service
     assert "resumed task-4" in service
     assert service[-1].startswith("shutdown (eof): ")
     assert "Traceback" not in done.stderr

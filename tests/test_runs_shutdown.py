@@ -59,7 +59,7 @@ async def test_runs_get_the_grace_then_are_interrupted_resumably_and_resumed_aft
     )
     assert (await quick.wait()).status == "completed"
     outcome = await long.wait()
-    assert (outcome.status, outcome.reason) == ("cancelled", "sigterm")
+    assert (outcome.status, outcome.reason, outcome.code) == ("interrupted", "sigterm", "cancelled")
     last = records(store, "long")[-1]
     assert (last.name, last.reason, last.in_flight, last.resumable) == (
         "run:cancelled",
@@ -159,7 +159,7 @@ async def test_a_cancelled_shutdown_still_interrupts_every_run_resumably(
         assert trio.current_time() == 3.0
         assert run.done  # interrupted, and ended, before the cancel went on
         outcome = await run.wait()
-    assert (outcome.status, outcome.reason) == ("cancelled", "sigterm")
+    assert (outcome.status, outcome.reason, outcome.code) == ("interrupted", "sigterm", "cancelled")
     last = records(store, "r")[-1]
     assert (last.name, last.resumable) == ("run:cancelled", True)
     assert store.unfinished() == ["r"]
@@ -195,6 +195,7 @@ async def test_without_a_journal_the_interrupted_run_is_just_cancelled(
     )
     assert run.history[-1].name == "run:cancelled"
     assert run.history[-1].resumable is False
+    assert (await run.wait()).status == "cancelled"  # for good: nothing keeps it
 
 
 @pytest.mark.parametrize(

@@ -209,7 +209,7 @@ class Engine:
         if self.cancelled is not None:
             run.end(
                 RunCancelled,
-                "cancelled",
+                "interrupted" if self.resumable else "cancelled",
                 None,
                 reason=self.cancelled,
                 in_flight=tuple(self.interrupted),

@@ -31,14 +31,18 @@ if TYPE_CHECKING:
     from supervisors.runs.graph import Approval
     from supervisors.runs.journaled import RunJournal
 
-Status = Literal["running", "completed", "failed", "cancelled"]
+Status = Literal["running", "completed", "failed", "cancelled", "interrupted"]
 ApprovalChoice = Literal["approve", "deny"]
 
 
 @attrs.frozen
 class RunOutcome:
     """How a run ended: ``status``, the final ``state``, and the ``error`` of a failed run
-    (``None`` when it completed or was cancelled; a cancelled run's ``reason``)."""
+    (``None`` when it completed or was cancelled; a cancelled run's ``reason``).
+
+    ``interrupted`` is not an end: a shutdown cancelled a journalled run *resumable* —
+    the journal keeps it unfinished and the next daemon on it resumes it (its
+    ``run:cancelled`` says ``resumable: true``). ``cancelled`` is for good."""
 
     run_id: str
     status: Status
@@ -48,10 +52,11 @@ class RunOutcome:
 
     @property
     def code(self) -> str | None:
-        """The terminal code: the error's, ``"cancelled"``, or ``None`` when completed."""
+        """The terminal code: the error's, ``"cancelled"`` (also for ``interrupted``), or
+        ``None`` when completed."""
         if self.error is not None:
             return str(self.error.code)
-        return "cancelled" if self.status == "cancelled" else None
+        return "cancelled" if self.status in ("cancelled", "interrupted") else None
 
 
 class _Pending:
