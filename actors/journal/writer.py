@@ -55,7 +55,7 @@ DEFAULT_PATH: Final = "runs.journal"
 T = TypeVar("T")
 
 
-@attrs.define(slots=True)
+@attrs.define  # slots, as attrs.define makes them
 class _Item:
     entry: Entry | None
     owner: JournalOwner | None

@@ -275,7 +275,7 @@ class Engine:
 
     async def _execute_task(self, node_id: str) -> None:
         try:
-            await self._execute(node_id, counted=True)
+            await self._execute(node_id)
         finally:
             self.in_flight -= 1
             self.wake.set()
@@ -304,7 +304,10 @@ class Engine:
 
     # -- one node -------------------------------------------------------------------
 
-    async def _execute(self, node_id: str, *, counted: bool = False) -> None:
+    async def _execute(self, node_id: str) -> None:
+        """Run ``node_id`` once (its attempts). ``in_flight`` is the caller's: a node run
+        in its own task is counted by :meth:`_walk` and :meth:`_execute_task`; the one
+        run inline by the loop needs no count (nothing else runs, nothing reads it)."""
         plan = self.plan
         node = plan.nodes[node_id]
         self.steps += 1
@@ -320,13 +323,7 @@ class Engine:
             )
             return
         execution = self.executions[node_id] = self.executions.get(node_id, 0) + 1
-        if not counted:
-            self.in_flight += 1
-        try:
-            self._ended(node_id, await self.attempts.execute(node, execution))
-        finally:
-            if not counted:
-                self.in_flight -= 1
+        self._ended(node_id, await self.attempts.execute(node, execution))
 
     def _ended(self, node_id: str, ended: tuple[str, ...] | ActorError) -> None:
         """An execution of ``node_id`` ended: follow its targets, or end the run."""
