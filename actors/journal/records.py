@@ -42,7 +42,9 @@ def ends_run(record: RunEvent) -> bool:
 
 
 _CONVERTER: Final = cattrs.Converter(forbid_extra_keys=True)
-_COMMON: Final = ("run_id", "seq", "name", "at")
+#: The fields an entry keeps in columns of its own, not in its body (``name`` is a
+#: class constant of each record, not a field).
+_COMMON: Final = ("run_id", "seq", "at")
 
 
 @attrs.frozen(slots=True)
