@@ -16,20 +16,7 @@ import pytest
 from actors import ActorError, Code
 from actors.events import NodeCompleted, RunCancelled, RunCompleted, RunFailed, RunStarted
 from actors.journal import TERMINAL, Entry, checksum, corrupt, dumps, ends_run, entry_of, record_of
-
-
-def completed(run_id: str = "r", seq: int = 1, **updates: Any) -> NodeCompleted:
-    return NodeCompleted(
-        run_id=run_id,
-        seq=seq,
-        at=2.0,
-        node_id="a",
-        execution=1,
-        attempt=1,
-        updates=updates,
-        next=("b",),
-        duration=0.5,
-    )
+from tests.test_journal_store import completed
 
 
 def nested(levels: int, leaf: Any = 0) -> Any:

@@ -35,7 +35,7 @@ def started(run_id: str = "r", seq: int = 0, **inputs: Any) -> RunStarted:
     return RunStarted(run_id=run_id, seq=seq, at=1.5, workflow="w", inputs=inputs, wall_time=9.0)
 
 
-def completed(run_id: str, seq: int, **updates: Any) -> NodeCompleted:
+def completed(run_id: str = "r", seq: int = 1, **updates: Any) -> NodeCompleted:
     return NodeCompleted(
         run_id=run_id,
         seq=seq,
