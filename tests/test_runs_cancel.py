@@ -347,3 +347,26 @@ async def test_an_abort_and_a_run_cancel_in_the_same_instant_keep_the_first_reas
                 cancel()
             await trio.sleep_forever()
     assert_cancelled(run, reason)
+
+
+async def test_an_abort_then_an_interrupt_in_the_same_instant_ends_the_run_for_good(
+    autojump_clock: Any,
+) -> None:
+    # The abort came first: its reason, and for good — not the interrupt's resumable end.
+    from actors.journal import MemoryStore, record_of
+    from tests.journal_helpers import journalled
+
+    store = MemoryStore()
+    wf = Workflow(name="w", nodes=[step("a", sleeper())])
+    with pytest.raises(CancelledError, match="operator abort"):
+        async with journalled(store, workflows=[wf]) as (tree, runs, _journal):
+            run = await runs.start(wf, run_id="r")
+            await trio.sleep(2)
+            tree.abort("operator abort")
+            run.interrupt("sigterm")
+            await trio.sleep_forever()
+    outcome = await run.wait()
+    assert (outcome.status, outcome.reason) == ("cancelled", "operator abort")
+    last = record_of(store.entries("r")[-1])
+    assert (last.name, last.reason, last.resumable) == ("run:cancelled", "operator abort", False)
+    assert store.unfinished() == []
