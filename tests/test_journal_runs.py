@@ -528,3 +528,26 @@ async def test_resume_after_the_runs_closed_is_refused(autojump_clock: Any) -> N
         runs.close("shutting down")
         with pytest.raises(ActorError, match=r"^\[actor_stopped\] the runs are closed$"):
             await runs.resume("r")
+
+
+async def test_a_caller_cancelled_while_start_waits_for_the_journal_leaves_no_run_behind(
+    autojump_clock: Any,
+) -> None:
+    # start returns once run:started is durable; the store fails for now, the caller's
+    # scope is cancelled meanwhile: trio.Cancelled, and the run it never got is cancelled
+    # with the scope's reason — journalled once the store works again, nothing left live.
+    store = FlakyStore()
+    store.fail = -1
+    flow = Workflow(name="w", nodes=[Step(id="a", fn=_noop)])
+    async with journalled(store) as (_, runs, _journal):
+        with trio.CancelScope() as scope:
+            scope.deadline = trio.current_time() + 1
+            await runs.start(flow, run_id="r")
+        assert scope.cancelled_caught
+        store.fail = 0
+        with trio.fail_after(120):
+            while runs.live or not store.entries("r"):
+                await trio.sleep(1)
+    records = [record_of(entry) for entry in store.entries("r")]
+    assert [r.name for r in records] == ["run:started", "run:cancelled"]
+    assert (records[-1].reason, records[-1].resumable) == ("cancelled (deadline)", False)
