@@ -117,7 +117,9 @@ class Engine:
     # -- ending ---------------------------------------------------------------------
 
     def cancel(self, reason: str, *, resumable: bool = False) -> None:
-        """Cancel the run with ``reason`` (the first reason wins; idempotent).
+        """Cancel the run with ``reason`` (the first reason wins; idempotent). The one
+        place the reason is decided: a cancel of the subtree already in effect (an abort,
+        a cancel of the runs) came first, and its reason is taken instead, for good.
         ``resumable``: a shutdown interrupts the run, and a journalled run stays
         resumable (its ``run:cancelled`` says so)."""
         if self.cancelled is None and self.failure is None:
@@ -170,7 +172,7 @@ class Engine:
         self._finish()
 
     async def _cancelled_from_outside(self, exc: BaseException) -> None:
-        reason = self.subtree_cancel() or await cancel_in_effect()
+        reason = await cancel_in_effect()  # cancel() prefers the subtree's, when there is one
         self.cancel(reason or cancellation_reason(exc) or "cancelled")
 
     def _timed_out(self) -> None:
@@ -330,9 +332,10 @@ class Engine:
         if isinstance(ended, tuple):
             self._follow(node_id, ended)
         elif ended.code is Code.CANCELLED:
-            # The subtree's cancel (an abort, a shutdown) — never the error's own text.
+            # The subtree's cancel (an abort, a shutdown: cancel() takes its reason when
+            # there is one) — never the error's own text.
             self.interrupted[node_id] = None
-            self.cancel(self.subtree_cancel() or f"node {node_id!r} was cancelled")
+            self.cancel(f"node {node_id!r} was cancelled")
         else:
             self.fail(ended, node_id)
 

@@ -30,6 +30,7 @@ at their TTL and buckets refill at their rate (a bucket's key expires once full)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -182,11 +183,7 @@ class RedisState(StateBackend):
                 # ends degrades the replica again, as the same outage (no new event).
                 self.degraded = False
                 self._levels.clear()
-                self._recovering = True
-                try:
-                    merged = await self._merge_usage()
-                finally:
-                    self._recovering = False
+                merged = await self._merge_usage()
                 if merged is not None:
                     emit(
                         StateRecovered(
@@ -204,11 +201,15 @@ class RedisState(StateBackend):
         """Add the usage counted locally to Redis (each increment once, by its id): how
         many runs had some, or ``None`` if Redis failed meanwhile — then the state is
         degraded again, and what was not added stays pending for the next recovery."""
-        merged, failure = await self._pending.merge(self._add_usage, self._merged)
-        if failure is not None:
-            self._degrade("add_usage", failure)
-            return None
-        return merged
+        self._recovering = True  # a failure meanwhile is the same outage, not a new one
+        try:
+            merged, failure = await self._pending.merge(self._add_usage, self._merged)
+            if failure is not None:
+                self._degrade("add_usage", failure)
+                return None
+            return merged
+        finally:
+            self._recovering = False
 
     def _merged(self, run_id: str, reply: Any) -> None:
         self._usage.seen(run_id, self._pending.plus(run_id, totals(reply)))
@@ -221,11 +222,7 @@ class RedisState(StateBackend):
         if not self._pending:
             return
         with trio.CancelScope(shield=True):  # the close is often a cancel: still try once
-            self._recovering = True  # a failure here must not report a new outage
-            try:
-                await self._merge_usage()
-            finally:
-                self._recovering = False
+            await self._merge_usage()
         unmerged = self._pending.unmerged("redis")
         if unmerged is not None:
             emit(unmerged)
@@ -422,15 +419,12 @@ class RedisState(StateBackend):
         increment = self._increment_id()
         args = [tokens, repr(cost), turns, self.usage_ttl, increment]
         pending = self._pending
-        if pending and not self.degraded:  # a merge is under way
-            async with pending.lock:
-                reply = await self._call("add_usage", "ADD_USAGE", self._keys.usage(run_id), args)
-                if reply is not None:
-                    return self._usage.seen(run_id, pending.plus(run_id, totals(reply)))
-        else:
+        # While a merge is under way, its lock: the answer plus what is pending is exact.
+        merging = pending.lock if pending and not self.degraded else contextlib.nullcontext()
+        async with merging:
             reply = await self._call("add_usage", "ADD_USAGE", self._keys.usage(run_id), args)
             if reply is not None:
-                return self._usage.seen(run_id, totals(reply))
+                return self._usage.seen(run_id, pending.plus(run_id, totals(reply)))
         # Not known to be applied (refused, or no answer in time): counted here, and sent
         # again with the same id on recovery — applied once either way.
         pending.add(run_id, (increment, tokens, cost, turns))
