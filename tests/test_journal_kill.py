@@ -54,11 +54,14 @@ class Forked:
         self.returncode: int | None = None
 
     def send_signal(self, signum: int) -> None:
-        os.kill(self.pid, signum)
+        """As ``Popen.send_signal``: nothing if the process already ended by itself (the
+        zygote's kernel reaped it, so its pid is gone — a quick resume can end before
+        the kill's random instant)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signum)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.send_signal(signal.SIGKILL)
+        self.send_signal(signal.SIGKILL)
 
     def wait(self, timeout: float) -> None:
         """Until the process is gone (the zygote's kernel reaps it)."""
