@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from actors import ActorError
-from actors.journal import checksum
+from actors.journal import checkpoint_checksum, checksum
 from actors.testing import capture_events
 from supervisors import SupervisorSpec, open_tree
 from supervisors.runs import Approval, Edge, NodeContext, Step, Workflow, open_journal, open_runs
@@ -94,7 +94,74 @@ CASES = [
         2,
         "journal corrupt at seq 2: checkpoint checksum mismatch",
     ),
+    # The run's row: every field recovery reads is checked against the records or a
+    # checksum, so a damaged row is reported, never taken at its word or dropped.
+    (
+        "DELETE FROM runs WHERE run_id='bad'",
+        0,
+        "journal corrupt at seq 0: the run has records but no row",
+    ),
+    (
+        "UPDATE runs SET status='rxnning' WHERE run_id='bad'",
+        5,
+        "journal corrupt at seq 5: the run's row says 'rxnning' but its records end at seq 4"
+        " without ending it",
+    ),
+    (
+        "UPDATE runs SET status='completed' WHERE run_id='bad'",
+        5,
+        "journal corrupt at seq 5: the run's row says 'completed' but its records end at seq 4"
+        " without ending it",
+    ),
+    (
+        "UPDATE runs SET limits=replace(limits, 'null', '1') WHERE run_id='bad'",
+        0,
+        "journal corrupt at seq 0: the run's row does not match its checksum",
+    ),
+    (
+        "UPDATE runs SET definition=replace(definition, 'gated', 'gatex') WHERE run_id='bad'",
+        0,
+        "journal corrupt at seq 0: the run's row does not match its checksum",
+    ),
+    (
+        "UPDATE runs SET checksum=NULL WHERE run_id='bad'",
+        0,
+        "journal corrupt at seq 0: the run's row does not match its checksum",
+    ),
+    # Its last records lost while the checkpoint after them stays: a completed node would
+    # run again from the records alone.
+    (
+        "DELETE FROM events WHERE run_id='bad' AND seq>=2",
+        2,
+        "journal corrupt at seq 2: the checkpoint is at seq 2, past the last record",
+    ),
+    (
+        "UPDATE checkpoints SET seq=3 WHERE run_id='bad'",
+        3,
+        "journal corrupt at seq 3: checkpoint checksum mismatch",
+    ),
+    (
+        lambda db: _move_checkpoint(db, 1),
+        1,
+        "journal corrupt at seq 1: the checkpoint is not at a node:completed record",
+    ),
+    (
+        lambda db: _move_checkpoint(db, 4, '{"seq":4}'),
+        4,
+        "journal corrupt at seq 4: the checkpoint is not at a node:completed record",
+    ),
 ]
+
+
+def _move_checkpoint(db: sqlite3.Connection, seq: int, progress: str | None = None) -> None:
+    """The checkpoint moved to ``seq``, its checksum forged to match."""
+    body = (
+        progress or db.execute("SELECT progress FROM checkpoints WHERE run_id='bad'").fetchone()[0]
+    )
+    db.execute(
+        "UPDATE checkpoints SET seq=?, progress=?, checksum=? WHERE run_id='bad'",
+        (seq, body, checkpoint_checksum("bad", seq, body)),
+    )
 
 
 @pytest.mark.parametrize(("damage", "seq", "what"), CASES)

@@ -44,7 +44,7 @@ class Store:
         self.renewals.append((trio.current_time(), holder, tokens, ttl))
         return set(tokens)
 
-    def orphans(self) -> list[str]:
+    def orphans(self, *, thorough: bool = False) -> list[str]:
         return []
 
     def give_back_lease(self, run_id: str, holder: str, token: int) -> bool:
@@ -177,7 +177,7 @@ class LeasedMemory(MemoryStore):
     def renew_leases(self, holder: str, tokens: dict[str, int], ttl: float) -> set[str]:
         return set(tokens)
 
-    def orphans(self) -> list[str]:
+    def orphans(self, *, thorough: bool = False) -> list[str]:
         self.looked.append(trio.current_time())
         if self.down:
             raise OSError("database gone")

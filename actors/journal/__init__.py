@@ -14,7 +14,13 @@ sees it; what recovery replays (docs/journal.md).
 * :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
   :func:`dumps` (JSON as the journal writes it), :func:`checksum`, :func:`corrupt`
   (the ``event_log_corrupt`` error), :data:`TERMINAL` (the terminal record names),
-  :func:`ends_run` (a record that ends its run for good: not a resumable cancel).
+  :func:`ends_run` (a record that ends its run for good: not a resumable cancel),
+  :data:`STATUS_OF` (the row's status a terminal record gives), :func:`header_checksum`,
+  :func:`checkpoint_checksum`;
+* :func:`sound` (whether a run's stored data can be trusted: the one check recovery and
+  ``runs verify`` use), :func:`damaged` (every damaged run of a store),
+  :func:`unfinished_of` and :func:`ends_for_good` (which runs recovery looks at, read
+  from the rows and the records both; :class:`RunTail`).
 
 Recovery itself (replaying a run into a running engine) is
 :meth:`supervisors.runs.Runs.resume`.
@@ -27,17 +33,22 @@ import importlib
 import warnings
 from typing import Any
 
+from actors.journal.integrity import damaged, ends_for_good, sound, unfinished_of
 from actors.journal.leases import LeaseHolder, lease_lost
 from actors.journal.memory import MemoryStore
 from actors.journal.postgres import PostgresStore
 from actors.journal.records import (
+    STATUS_OF,
     TERMINAL,
     Entry,
+    checkpoint_checksum,
     checksum,
     corrupt,
+    corrupt_seq,
     dumps,
     ends_run,
     entry_of,
+    header_checksum,
     record_of,
 )
 from actors.journal.sqlite import SqliteStore
@@ -49,6 +60,7 @@ from actors.journal.store import (
     RunEnding,
     RunHeader,
     RunRow,
+    RunTail,
 )
 from actors.journal.supervision import (
     AfterWriteFailed,
@@ -62,6 +74,7 @@ from actors.journal.writer import DEFAULT_PATH, JournalWriter, writing
 
 __all__ = [
     "DEFAULT_PATH",
+    "STATUS_OF",
     "TERMINAL",
     "AfterWriteFailed",
     "Batch",
@@ -80,15 +93,23 @@ __all__ = [
     "RunEnding",
     "RunHeader",
     "RunRow",
+    "RunTail",
     "SqliteStore",
     "WriteFailed",
+    "checkpoint_checksum",
     "checksum",
     "corrupt",
+    "corrupt_seq",
+    "damaged",
     "dumps",
+    "ends_for_good",
     "ends_run",
     "entry_of",
+    "header_checksum",
     "lease_lost",
     "record_of",
+    "sound",
+    "unfinished_of",
     "writing",
 ]
 

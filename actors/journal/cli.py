@@ -11,12 +11,17 @@
   entry point, ``async def resume(journal_path, run_id) -> str`` (the workflows are code:
   the journal cannot run them by itself); prints ``RUN: STATUS``;
 * ``runs prune --older-than AGE`` — deletes runs that ended more than ``AGE`` ago
-  (``30s``, ``15m``, ``12h``, ``7d``).
+  (``30s``, ``15m``, ``12h``, ``7d``);
+* ``runs verify`` — checks every run's stored data (:func:`actors.journal.sound`: the
+  record chain, the checksums, the row against its records, the checkpoint) and prints
+  one line per damaged run: ``RUN  seq N  what``; then ``N runs, M damaged``.
 
 Every command takes ``--journal PATH`` (default ``runs.journal``). Exit codes: 0; 1 for
-a record that fails its checks (``show``/``tail`` print it as ``CORRUPT`` and go on) and
-for a resumed run that did not complete; 2 with one line on stderr for a missing file,
-a file that is not a journal, an unknown run, or bad arguments. Output is plain text in
+a record that fails its checks (``show``/``tail`` print it as ``CORRUPT`` and go on),
+for a damaged run (``verify``) and for a resumed run that did not complete; 2 with one
+line on stderr for a missing file, a file that is not a journal, a file too damaged to
+read, an unknown run, or bad arguments. Text that the terminal cannot show (a garbled
+byte) is printed escaped. Output is plain text in
 aligned columns — stable for scripts and ``grep`` — so no terminal library is needed.
 """
 
@@ -32,7 +37,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from actors.errors import ActorError
-from actors.journal.records import Entry, ends_run, record_of
+from actors.journal.integrity import damaged
+from actors.journal.records import Entry, corrupt_seq, ends_run, record_of
 from actors.journal.sqlite import SqliteStore
 from actors.journal.store import RunRow
 from actors.journal.writer import DEFAULT_PATH
@@ -48,7 +54,11 @@ class CliError(Exception):
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code."""
-    out = out or sys.stdout
+    if out is None:
+        for stream in (sys.stdout, sys.stderr):  # a garbled id prints escaped, not a traceback
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="backslashreplace")
+        out = sys.stdout
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args, out))
@@ -87,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     prune = commands.add_parser("prune", parents=[journal], help="delete old finished runs")
     prune.add_argument("--older-than", required=True, help="30s, 15m, 12h or 7d")
     prune.set_defaults(handler=_prune)
+    verify = commands.add_parser("verify", parents=[journal], help="list the damaged runs")
+    verify.set_defaults(handler=_verify)
     return parser
 
 
@@ -317,3 +329,22 @@ def _prune(args: argparse.Namespace, out: TextIO) -> int:
         store.close()
     print(f"pruned {pruned} run{'' if pruned == 1 else 's'}", file=out)
     return 0
+
+
+# -- verify -----------------------------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace, out: TextIO) -> int:
+    store = _open(args.journal)
+    try:
+        count = len(store.tails())
+        found = damaged(store)
+    finally:
+        store.close()
+    for error in found:
+        seq = corrupt_seq(error)
+        where = "-" if seq is None else f"seq {seq}"
+        what = error.message.split("journal corrupt", 1)[-1].split(": ", 1)[-1]
+        print(f"{error.run_id}  {where}  {what}", file=out)
+    print(f"{count} run{'' if count == 1 else 's'}, {len(found)} damaged", file=out)
+    return 1 if found else 0

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from actors.journal.integrity import unfinished_of
 from actors.journal.records import Entry
-from actors.journal.store import Batch, Checkpoint, JournalStore, RunRow
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunRow, RunTail
 
 
 class MemoryStore(JournalStore):
@@ -42,6 +43,7 @@ class MemoryStore(JournalStore):
                     "cost": 0.0,
                     "definition": header.definition,
                     "limits": header.limits,
+                    "checksum": header.checksum,
                 },
             )
         for entry in batch.entries:
@@ -78,8 +80,26 @@ class MemoryStore(JournalStore):
         row = self.rows.get(run_id)
         return None if row is None else self._row(row)
 
+    def tails(self) -> list[RunTail]:
+        tails = []
+        for run_id in [row.run_id for row in self.runs()] + sorted(
+            self.events.keys() - self.rows.keys()
+        ):
+            row = self.rows.get(run_id)
+            stored = self.events.get(run_id, {})
+            last = stored[max(stored)] if stored else None
+            tails.append(
+                RunTail(
+                    run_id,
+                    None if row is None else row["status"],
+                    None if last is None else last.name,
+                    last if last is not None and last.name == "run:cancelled" else None,
+                )
+            )
+        return tails
+
     def unfinished(self) -> list[str]:
-        return [row.run_id for row in self.runs() if row.status == "running"]
+        return unfinished_of(self.tails())
 
     def prune(self, ended_before: float) -> int:
         gone = [

@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from actors.errors import ActorError, Code
-from actors.journal.records import Entry
-from actors.journal.sql import write_statements
-from actors.journal.store import Batch, Checkpoint, LeaseStore, RunRow
+from actors.journal.integrity import unfinished_of
+from actors.journal.records import Entry, header_checksum
+from actors.journal.sql import tail_of, tails_query, write_statements
+from actors.journal.store import Batch, Checkpoint, LeaseStore, RunRow, RunTail
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS journal_runs (
@@ -44,7 +45,8 @@ _SCHEMA: Final = (
         ended DOUBLE PRECISION,
         duration DOUBLE PRECISION,
         tokens BIGINT NOT NULL DEFAULT 0,
-        cost DOUBLE PRECISION NOT NULL DEFAULT 0
+        cost DOUBLE PRECISION NOT NULL DEFAULT 0,
+        checksum TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS journal_runs_by_end ON journal_runs (ended)",
     """CREATE TABLE IF NOT EXISTS journal_events (
@@ -94,7 +96,8 @@ _TAKE: Final = (
 
 _RUN_COLUMNS: Final = (
     "run_id, workflow, status, code, started, ended, duration, tokens, cost, definition,"
-    " limits, (SELECT COUNT(*) FROM journal_events e WHERE e.run_id = journal_runs.run_id)"
+    " limits, (SELECT COUNT(*) FROM journal_events e WHERE e.run_id = journal_runs.run_id),"
+    " checksum"
 )
 
 
@@ -124,9 +127,31 @@ class PostgresStore(LeaseStore):
             with self._db.transaction():
                 for statement in _SCHEMA:
                     self._db.execute(statement)
+                self._add_checksums()
         except BaseException:
             self.close()  # the connection is not left open
             raise
+
+    def _add_checksums(self) -> None:
+        """A journal created before the rows' header checksum: the column, filled from
+        the rows as they are (once: a row without one afterwards is a damaged row)."""
+        db = self._db
+        found = db.execute(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'journal_runs' AND column_name = 'checksum'"
+        ).fetchall()
+        if found:
+            return
+        db.execute("ALTER TABLE journal_runs ADD COLUMN IF NOT EXISTS checksum TEXT")
+        rows = db.execute(
+            "SELECT run_id, workflow, definition, limits, started FROM journal_runs"
+            " WHERE checksum IS NULL"
+        ).fetchall()
+        for row in rows:
+            db.execute(
+                "UPDATE journal_runs SET checksum = %s WHERE run_id = %s",
+                (header_checksum(*row), row[0]),
+            )
 
     @property
     def db(self) -> Any:
@@ -246,8 +271,17 @@ class PostgresStore(LeaseStore):
         )
         return bool(rows)
 
-    def orphans(self) -> list[str]:
-        """Unfinished runs nobody holds: no lease, or an expired one (oldest first)."""
+    def orphans(self, *, thorough: bool = False) -> list[str]:
+        """Unfinished runs nobody holds: no lease, or an expired one (oldest first).
+        Those whose row says ``running``; ``thorough``, those :meth:`unfinished` lists."""
+        if thorough:
+            held = {
+                row[0]
+                for row in self._rows(
+                    "SELECT run_id FROM journal_leases WHERE expires >= clock_timestamp()"
+                )
+            }
+            return [run_id for run_id in self.unfinished() if run_id not in held]
         rows = self._rows(
             "SELECT r.run_id FROM journal_runs r LEFT JOIN journal_leases l"
             " ON l.run_id = r.run_id WHERE r.status = 'running'"
@@ -285,11 +319,11 @@ class PostgresStore(LeaseStore):
         rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM journal_runs WHERE run_id = %s", run_id)
         return RunRow(*rows[0]) if rows else None
 
+    def tails(self) -> list[RunTail]:
+        return [tail_of(row) for row in self._rows(tails_query(_TABLES[0], _TABLES[1]))]
+
     def unfinished(self) -> list[str]:
-        rows = self._rows(
-            "SELECT run_id FROM journal_runs WHERE status = 'running' ORDER BY started, run_id"
-        )
-        return [row[0] for row in rows]
+        return unfinished_of(self.tails())
 
     def prune(self, ended_before: float) -> int:
         db = self.db

@@ -32,6 +32,12 @@ RUN_RECORDS: Final[Mapping[str, type[RunEvent]]] = {
     cls.name: cls for cls in RECORDS if issubclass(cls, RunEvent)
 }
 TERMINAL: Final = frozenset({"run:completed", "run:failed", "run:cancelled"})
+#: The ``status`` a run's row takes from the record that ends it for good.
+STATUS_OF: Final[Mapping[str, str]] = {
+    "run:completed": "completed",
+    "run:failed": "failed",
+    "run:cancelled": "cancelled",
+}
 
 
 def ends_run(record: RunEvent) -> bool:
@@ -64,6 +70,19 @@ def checksum(run_id: str, seq: int, name: str, at: float, body: str) -> str:
     """The checksum of an entry's content (BLAKE2b, 16 bytes, hex)."""
     text = f"{run_id}\x1f{seq}\x1f{name}\x1f{at!r}\x1f{body}"
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def header_checksum(
+    run_id: str, workflow: str, definition: str, limits: str, started: float
+) -> str:
+    """The checksum of a run's header — what its row keeps besides its ending: the
+    workflow's name and definition, the budget limits, the wall-clock start."""
+    return checksum(run_id, -1, workflow, started, f"{definition}\x1e{limits}")
+
+
+def checkpoint_checksum(run_id: str, seq: int, progress: str) -> str:
+    """The checksum of a checkpoint taken after the record ``seq``."""
+    return checksum(run_id, seq, "", 0.0, progress)
 
 
 def _refuse(value: object) -> Any:
@@ -155,6 +174,19 @@ def corrupt(run_id: str, seq: int | None, what: str) -> ActorError:
     return ActorError.from_code(
         Code.EVENT_LOG_CORRUPT, f"run {run_id!r}: journal corrupt{where}: {what}", run_id=run_id
     )
+
+
+def corrupt_seq(error: ActorError) -> int | None:
+    """The first bad ``seq`` an ``event_log_corrupt`` of :func:`corrupt` names (``None``
+    for another error, or one naming no ``seq``)."""
+    if error.code is not Code.EVENT_LOG_CORRUPT:
+        return None
+    marker = " at seq "
+    text = error.message
+    if marker not in text:
+        return None
+    digits = text.split(marker, 1)[1].split(":", 1)[0]
+    return int(digits) if digits.isdigit() else None
 
 
 def record_of(entry: Entry) -> RunEvent:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.journal.store import Batch
+from actors.journal.records import Entry
+from actors.journal.store import Batch, RunTail
 
 
 def write_statements(
@@ -25,9 +26,12 @@ def write_statements(
     if batch.headers:
         statements.append(
             (
-                f"INSERT INTO {runs} (run_id, workflow, definition, limits, started)"
-                f" VALUES ({marks(5)}) ON CONFLICT (run_id) DO NOTHING",
-                [(h.run_id, h.workflow, h.definition, h.limits, h.started) for h in batch.headers],
+                f"INSERT INTO {runs} (run_id, workflow, definition, limits, started, checksum)"
+                f" VALUES ({marks(6)}) ON CONFLICT (run_id) DO NOTHING",
+                [
+                    (h.run_id, h.workflow, h.definition, h.limits, h.started, h.checksum)
+                    for h in batch.headers
+                ],
             )
         )
     if batch.entries:
@@ -58,3 +62,27 @@ def write_statements(
             )
         )
     return statements
+
+
+def tails_query(runs: str, events: str) -> str:
+    """The query behind :meth:`~actors.journal.store.JournalStore.tails`: every run id of
+    either table, its row's status, its last record's name and — for a
+    ``run:cancelled`` — that record in full; oldest first, runs without a row last."""
+    last = "CASE WHEN e.name = 'run:cancelled' THEN e.{} END"
+    return (
+        f"WITH last AS (SELECT run_id, MAX(seq) AS seq FROM {events} GROUP BY run_id),"
+        f" ids AS (SELECT run_id FROM {runs} UNION SELECT run_id FROM last)"
+        f" SELECT ids.run_id, r.status, e.name, {last.format('seq')}, {last.format('at')},"
+        f" {last.format('body')}, {last.format('checksum')}"
+        f" FROM ids LEFT JOIN {runs} r ON r.run_id = ids.run_id"
+        " LEFT JOIN last l ON l.run_id = ids.run_id"
+        f" LEFT JOIN {events} e ON e.run_id = l.run_id AND e.seq = l.seq"
+        " ORDER BY r.started IS NULL, r.started, ids.run_id"
+    )
+
+
+def tail_of(row: Any) -> RunTail:
+    """One row of :func:`tails_query` as a :class:`~actors.journal.store.RunTail`."""
+    run_id, status, name, seq, at, body, checksum = row
+    cancel = None if seq is None else Entry(run_id, seq, name, at, body, checksum)
+    return RunTail(run_id, status, name, cancel)

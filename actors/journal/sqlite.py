@@ -7,6 +7,17 @@ the journal's) holds ``PATH.lock`` exclusively while it is open: a second writer
 same file — another daemon, which would resume this one's live runs — is refused with
 ``config_invalid``. ``create=False`` opens an existing journal only (the CLI; no lock
 unless ``exclusive=True``) and refuses a path that does not exist.
+
+No ``sqlite3`` exception leaves the store: a damaged file (``SQLITE_CORRUPT``, a
+garbled page) is ``event_log_corrupt`` naming the file; one that cannot be used now (locked,
+an I/O error, a full disk) is ``persistence_unavailable``; at open, a file that is not a
+SQLite database is ``config_invalid``. Text that is not UTF-8 (a garbled byte) is read
+back as it is, with surrogate escapes, so the record's checksum — not a decoding error —
+tells it is damaged.
+
+Schema 2 adds the row's header checksum (``runs.checksum``); a journal of schema 1 gets
+the column, and a checksum of each row as it is then, the first time a store opens it
+for writing. A reader (``create=False``) of a schema-1 file sees every row without one.
 """
 
 from __future__ import annotations
@@ -14,15 +25,19 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from actors.errors import ActorError, Code
-from actors.journal.records import Entry
-from actors.journal.sql import write_statements
-from actors.journal.store import Batch, Checkpoint, JournalStore, RunRow
+from actors.journal.integrity import unfinished_of
+from actors.journal.records import Entry, header_checksum
+from actors.journal.sql import tail_of, tails_query, write_statements
+from actors.journal.store import Batch, Checkpoint, JournalStore, RunRow, RunTail
 
-SCHEMA_VERSION: Final = 1
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,7 +52,8 @@ CREATE TABLE IF NOT EXISTS runs (
     ended REAL,
     duration REAL,
     tokens INTEGER NOT NULL DEFAULT 0,
-    cost REAL NOT NULL DEFAULT 0
+    cost REAL NOT NULL DEFAULT 0,
+    checksum TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_end ON runs (ended);
 CREATE TABLE IF NOT EXISTS events (
@@ -59,7 +75,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 
 _RUN_COLUMNS: Final = (
     "run_id, workflow, status, code, started, ended, duration, tokens, cost, definition, limits,"
-    " (SELECT COUNT(*) FROM events e WHERE e.run_id = runs.run_id)"
+    " (SELECT COUNT(*) FROM events e WHERE e.run_id = runs.run_id), {checksum}"
 )
 
 
@@ -76,6 +92,7 @@ class SqliteStore(JournalStore):
             )
         self._lock: int | None = None
         self._db: sqlite3.Connection | None = None
+        self._columns = _RUN_COLUMNS.format(checksum="checksum")
         where = repr(str(self.path)[:200])
         try:
             if create if exclusive is None else exclusive:
@@ -83,9 +100,16 @@ class SqliteStore(JournalStore):
             self._db = sqlite3.connect(
                 self.path, check_same_thread=False, isolation_level=None, timeout=5.0
             )
+            self._db.text_factory = _text
             self._prepare(create)
-        except (OSError, sqlite3.Error) as exc:  # nothing opened is left open
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:  # nothing opened is left open
             self.close()
+            if (
+                isinstance(exc, sqlite3.Error | UnicodeDecodeError)
+                and _damaged(exc)
+                and getattr(exc, "sqlite_errorname", "") != "SQLITE_NOTADB"
+            ):
+                raise _typed(self.path, exc) from exc
             what = (
                 "is not a journal"
                 if isinstance(exc, sqlite3.DatabaseError)
@@ -106,9 +130,34 @@ class SqliteStore(JournalStore):
             db.execute(
                 "INSERT OR IGNORE INTO journal_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
             )
+            if not self._has_checksums():
+                self._add_checksums()
         else:
             db.execute("SELECT run_id, seq, name, at, body, checksum FROM events LIMIT 1")
             db.execute("SELECT run_id, status FROM runs LIMIT 1")
+            if not self._has_checksums():
+                self._columns = _RUN_COLUMNS.format(checksum="NULL")
+
+    def _has_checksums(self) -> bool:
+        return any(row[1] == "checksum" for row in self.db.execute("PRAGMA table_info(runs)"))
+
+    def _add_checksums(self) -> None:
+        """Schema 1 -> 2: the header checksum column, filled from the rows as they are."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("ALTER TABLE runs ADD COLUMN checksum TEXT")
+            rows = db.execute("SELECT run_id, workflow, definition, limits, started FROM runs")
+            db.executemany(
+                "UPDATE runs SET checksum = ? WHERE run_id = ?",
+                [(header_checksum(*row), row[0]) for row in rows.fetchall()],
+            )
+            db.execute("UPDATE journal_meta SET value = ? WHERE key = 'schema'", ("2",))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -119,48 +168,59 @@ class SqliteStore(JournalStore):
 
     def write(self, batch: Batch) -> None:
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
         try:
-            for sql, rows in write_statements(batch, "?", ("runs", "events", "checkpoints")):
-                db.executemany(sql, rows)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, rows in write_statements(batch, "?", ("runs", "events", "checkpoints")):
+                    db.executemany(sql, rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, UnicodeError) as exc:
+            raise _typed(self.path, exc) from exc
+
+    def _read(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """``read(connection)``, its ``sqlite3`` errors typed (see the module docstring)."""
+        db = self.db
+        try:
+            return read(db)
+        except (sqlite3.Error, UnicodeError) as exc:
+            raise _typed(self.path, exc) from exc
 
     def entries(self, run_id: str, after: int = -1) -> list[Entry]:
-        rows = self.db.execute(
+        sql = (
             "SELECT run_id, seq, name, at, body, checksum FROM events"
-            " WHERE run_id = ? AND seq > ? ORDER BY seq",
-            (run_id, after),
+            " WHERE run_id = ? AND seq > ? ORDER BY seq"
         )
-        return [Entry(*row) for row in rows]
+        return self._read(lambda db: [Entry(*row) for row in db.execute(sql, (run_id, after))])
 
     def checkpoint(self, run_id: str) -> Checkpoint | None:
-        row = self.db.execute(
-            "SELECT run_id, seq, progress, checksum FROM checkpoints WHERE run_id = ?", (run_id,)
-        ).fetchone()
+        sql = "SELECT run_id, seq, progress, checksum FROM checkpoints WHERE run_id = ?"
+        row = self._read(lambda db: db.execute(sql, (run_id,)).fetchone())
         return None if row is None else Checkpoint(*row)
 
     def runs(self) -> list[RunRow]:
-        rows = self.db.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started, run_id")
-        return [_row(row) for row in rows]
+        sql = f"SELECT {self._columns} FROM runs ORDER BY started, run_id"
+        return self._read(lambda db: [_row(row) for row in db.execute(sql)])
 
     def run(self, run_id: str) -> RunRow | None:
-        row = self.db.execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
+        sql = f"SELECT {self._columns} FROM runs WHERE run_id = ?"
+        row = self._read(lambda db: db.execute(sql, (run_id,)).fetchone())
         return None if row is None else _row(row)
 
+    def tails(self) -> list[RunTail]:
+        sql = tails_query("runs", "events")
+        return self._read(lambda db: [tail_of(row) for row in db.execute(sql)])
+
     def unfinished(self) -> list[str]:
-        rows = self.db.execute(
-            "SELECT run_id FROM runs WHERE status = 'running' ORDER BY started, run_id"
-        )
-        return [row[0] for row in rows]
+        return unfinished_of(self.tails())
 
     def prune(self, ended_before: float) -> int:
-        db = self.db
+        return self._read(lambda db: self._prune(db, ended_before))
+
+    def _prune(self, db: sqlite3.Connection, ended_before: float) -> int:
         db.execute("BEGIN IMMEDIATE")
         try:
             gone = [
@@ -207,3 +267,35 @@ def _lock(path: Path) -> int:
 
 def _row(row: Any) -> RunRow:
     return RunRow(*row)
+
+
+def _text(data: bytes) -> str:
+    """A TEXT value as it is stored, undecodable bytes kept as surrogate escapes (a
+    checksum over it then fails, as it should)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _damaged(exc: BaseException) -> bool:
+    """``exc`` says the file is damaged (rather than busy, unwritable or closed)."""
+    if isinstance(exc, UnicodeError):  # a garbled schema (SQLite's message) or run id
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    name = getattr(exc, "sqlite_errorname", "")
+    return type(exc) is sqlite3.DatabaseError or name.startswith(
+        ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+    )
+
+
+def _typed(path: Path, exc: sqlite3.Error | UnicodeError) -> ActorError:
+    """A ``sqlite3`` error as the store's typed error (see the module docstring)."""
+    where = repr(str(path)[:200])
+    if _damaged(exc):
+        return ActorError.from_code(
+            Code.EVENT_LOG_CORRUPT, f"journal {where} is damaged: {exc}"[:400], cause=exc
+        )
+    return ActorError.from_code(
+        Code.PERSISTENCE_UNAVAILABLE,
+        f"journal {where} cannot be used now ({type(exc).__name__}: {exc})"[:400],
+        cause=exc,
+    )

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import attrs
 
-from actors.journal.records import Entry
+from actors.journal.records import Entry, header_checksum
 
 
 @attrs.frozen(slots=True)
@@ -29,6 +29,13 @@ class RunHeader:
     definition: str
     limits: str
     started: float
+
+    @property
+    def checksum(self) -> str:
+        """What the row stores to prove its header intact (:func:`header_checksum`)."""
+        return header_checksum(
+            self.run_id, self.workflow, self.definition, self.limits, self.started
+        )
 
 
 @attrs.frozen(slots=True)
@@ -92,6 +99,24 @@ class RunRow:
     definition: str
     limits: str
     events: int
+    #: The header's checksum as stored (``None``: none stored — a damaged row, or a
+    #: journal written before the column existed and not opened for writing since).
+    checksum: str | None = None
+
+
+@attrs.frozen(slots=True)
+class RunTail:
+    """What tells whether a run has ended, for every run a store knows of — by its
+    row or by its records (see :func:`actors.journal.integrity.unfinished_of`)."""
+
+    run_id: str
+    #: The row's status; ``None`` when the run has records but no row.
+    status: str | None
+    #: The name of its last record; ``None`` when it has none.
+    last: str | None
+    #: That record in full when it is a ``run:cancelled`` (whether it is resumable
+    #: decides whether the run ended); else ``None``.
+    cancel: Entry | None = None
 
 
 class JournalStore(Protocol):
@@ -122,7 +147,14 @@ class JournalStore(Protocol):
         ...
 
     def unfinished(self) -> list[str]:
-        """The runs with a ``run:started`` and no terminal record, oldest first."""
+        """The runs recovery must look at, oldest first: those whose row says
+        ``running`` and those whose records do not end them for good whatever their row
+        says (:func:`actors.journal.integrity.unfinished_of` over :meth:`tails`)."""
+        ...
+
+    def tails(self) -> list[RunTail]:
+        """Every run the store knows of — with a row, records, or both — oldest first
+        (a run without a row last)."""
         ...
 
     def prune(self, ended_before: float) -> int:
@@ -148,8 +180,10 @@ class LeaseStore(JournalStore, Protocol):
         """Extend the leases ``holder`` still has with these tokens; the runs renewed."""
         ...
 
-    def orphans(self) -> list[str]:
-        """Unfinished runs with no lease or an expired one."""
+    def orphans(self, *, thorough: bool = False) -> list[str]:
+        """Unfinished runs with no lease or an expired one: those whose row says
+        ``running``; ``thorough``, those :meth:`unfinished` lists (reads every run's last
+        record: done when a journal opens, not on every look for runs to take over)."""
         ...
 
     def give_back_lease(self, run_id: str, holder: str, token: int) -> bool:

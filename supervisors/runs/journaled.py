@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
@@ -30,18 +30,17 @@ import trio
 from actors import ActorError, Code
 from actors.events import RunEvent
 from actors.journal import (
+    STATUS_OF,
     TERMINAL,
     Checkpoint,
-    Entry,
     RunEnding,
     RunHeader,
     RunRow,
-    checksum,
+    checkpoint_checksum,
     corrupt,
     dumps,
     ends_run,
     entry_of,
-    record_of,
 )
 from supervisors.resilience.budget import BudgetLimits
 from supervisors.runs.conditions import Condition
@@ -107,7 +106,7 @@ class RunJournal:
                 self.run.run_id,
                 record.seq,
                 body,
-                checksum(record.run_id, record.seq, "", 0.0, body),
+                checkpoint_checksum(record.run_id, record.seq, body),
             )
         elif ends_run(record):
             ending = _ending(record)
@@ -196,7 +195,7 @@ class RunJournal:
 
 
 def _ending(record: Any) -> RunEnding:
-    status = {"run:completed": "completed", "run:failed": "failed"}.get(record.name, "cancelled")
+    status = STATUS_OF[record.name]
     return RunEnding(
         record.run_id,
         status,
@@ -271,28 +270,17 @@ class Recovered:
 
 def recovered(
     run_id: str,
-    row: RunRow | None,
-    entries: Sequence[Entry],
+    row: RunRow,
+    records: tuple[RunEvent, ...],
     checkpoint: Checkpoint | None,
     workflow: Workflow,
     start: tuple[str, ...],
     joins: Any,
 ) -> Recovered:
-    """Check a run's entries and replay them (from the checkpoint when it is sound):
-    ``event_log_corrupt`` with the first bad ``seq`` when they cannot be trusted,
-    ``config_invalid`` when ``workflow`` is not the one the run started with,
-    ``input_validation`` when the run has ended."""
-    if not entries:
-        raise corrupt(run_id, None, "no events")
-    if entries[0].seq != 0 or entries[0].name != "run:started":
-        raise corrupt(run_id, 0, "no run:started")
-    records = []
-    for index, entry in enumerate(entries):
-        if entry.seq != index:
-            raise corrupt(run_id, index, f"seq {index} is missing")
-        records.append(record_of(entry))
-    if row is None:
-        raise corrupt(run_id, 0, "run:started has no header")
+    """Replay a run's records — found sound (:func:`actors.journal.sound`) — from its
+    checkpoint when it has one: ``event_log_corrupt`` with the first bad ``seq`` when
+    they do not fit the graph, ``config_invalid`` when ``workflow`` is not the one the
+    run started with, ``input_validation`` when the run has ended."""
     recorded = _recorded_digest(row, run_id)
     if recorded != definition_of(workflow)["digest"]:
         raise ActorError.from_code(
@@ -301,14 +289,13 @@ def recovered(
             run_id=run_id,
         )
     progress = Progress(run_id, start, joins)
-    if checkpoint is not None and checkpoint.seq < len(records):
-        expected = checksum(run_id, checkpoint.seq, "", 0.0, checkpoint.progress)
-        if checkpoint.checksum != expected:
-            raise corrupt(run_id, checkpoint.seq, "checkpoint checksum mismatch")
+    if checkpoint is not None:
         try:
             progress.restore(json.loads(checkpoint.progress))
         except Exception as exc:
             raise corrupt(run_id, checkpoint.seq, "checkpoint cannot be read") from exc
+        if progress.seq != checkpoint.seq + 1:
+            raise corrupt(run_id, checkpoint.seq, "the checkpoint is not after its record")
     for record in records[progress.seq :]:
         progress.apply(record)
     if progress.terminal is not None:

@@ -13,12 +13,14 @@ reached (the time the daemon was down does not count).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Protocol
 
 import trio
 
 from actors import ActorError, Code
 from actors.events import JournalAdoptFailed, RunNotResumed
+from actors.journal import corrupt, corrupt_seq, sound
 from actors.lowlevel import emit
 from supervisors.resilience.budget import Budget, Price
 from supervisors.runs.graph import Workflow
@@ -49,8 +51,11 @@ class RunsToResume(Protocol):
     launcher: Launcher
 
 
-async def resume_run(runs: RunsToResume, run_id: str, workflow: Workflow | None = None) -> Run:
-    """Resume ``run_id`` (see the module docstring)."""
+async def resume_run(
+    runs: RunsToResume, run_id: str, workflow: Workflow | None = None, *, listed: bool = False
+) -> Run:
+    """Resume ``run_id`` (see the module docstring). ``listed``: the journal itself listed
+    it as unfinished (a run it then cannot find is damage, not a caller's mistake)."""
     journal = runs.journal
     if journal is None:
         raise ActorError.from_code(Code.CONFIG_INVALID, "Runs.resume: the runs have no journal")
@@ -68,7 +73,7 @@ async def resume_run(runs: RunsToResume, run_id: str, workflow: Workflow | None 
     # longer write), then read: what is read is all there will be.
     await journal.acquire(run_id)
     try:
-        run, plan, budget, progress = await _recover(runs, journal, run_id, workflow)
+        run, plan, budget, progress = await _recover(runs, journal, run_id, workflow, listed)
     except BaseException:
         journal.release(run_id)
         raise
@@ -76,7 +81,7 @@ async def resume_run(runs: RunsToResume, run_id: str, workflow: Workflow | None 
 
 
 async def _recover(
-    runs: RunsToResume, journal: Journal, run_id: str, workflow: Workflow | None
+    runs: RunsToResume, journal: Journal, run_id: str, workflow: Workflow | None, listed: bool
 ) -> tuple[Run, Plan, Budget, Progress]:
     """The run as its records left it, ready to launch (see :func:`resume_run`)."""
     await journal.flush()  # nothing of this run is still on its way to the store
@@ -85,10 +90,14 @@ async def _recover(
     entries = await journal.read(store.entries, run_id)
     checkpoint = await journal.read(store.checkpoint, run_id)
     if row is None and not entries:
+        if listed:  # the listing and the run disagree: a damaged page or index
+            raise corrupt(run_id, None, "listed as unfinished but not found")
         raise ActorError.from_code(
             Code.INPUT_VALIDATION, f"Runs.resume: no run {run_id!r} in the journal", run_id=run_id
         )
-    name = workflow.name if workflow is not None else (row.workflow if row else "")
+    records = sound(run_id, row, entries, checkpoint)  # the storage first: then the graph
+    assert row is not None  # sound() refuses a run without one
+    name = workflow.name if workflow is not None else row.workflow
     workflow = workflow or runs.workflows.get(name)
     if workflow is None:
         raise ActorError.from_code(
@@ -100,7 +109,7 @@ async def _recover(
     plan = runs.launcher.plan(workflow)
     if isinstance(plan, ActorError):
         raise plan
-    found = recovered(run_id, row, entries, checkpoint, workflow, plan.start, plan.joins)
+    found = recovered(run_id, row, records, checkpoint, workflow, plan.start, plan.joins)
     progress = found.progress
     started = found.records[0]
     run = Run(run_id, workflow.name, dict(getattr(started, "inputs", {})))
@@ -126,19 +135,27 @@ async def _recover(
     return run, plan, budget, progress
 
 
-async def resume_unfinished(runs: RunsToResume) -> tuple[Run, ...]:
-    """Resume every unfinished run of the journal; report those that cannot be."""
+async def resume_unfinished(runs: RunsToResume, *, thorough: bool = True) -> tuple[Run, ...]:
+    """Resume every unfinished run of the journal; report those that cannot be.
+    ``thorough`` (when the runs open): the runs are listed from their rows and their
+    records both, so a run whose row was damaged or lost is reported, not dropped; the
+    periodic look for runs to take over (:func:`adopt_forever`) lists by the rows only."""
     journal = runs.journal
     assert journal is not None
     resumed = []
     leases = journal.leases
     # On a store with leases: only the runs nobody holds (a live daemon renews its own).
-    listing = journal.store.unfinished if leases is None else leases.store.orphans
-    for run_id in await journal.read(listing):
+    if leases is None:
+        listing = await journal.read(journal.store.unfinished)
+    else:
+        listing = await journal.read(partial(leases.store.orphans, thorough=thorough))
+    for run_id in listing:
         if run_id in runs.live or run_id in runs.not_resumed:
             continue
         try:
-            resumed.append(await resume_run(runs, run_id))
+            if type(run_id) is not str or not run_id:  # a damaged row or record
+                raise corrupt(str(run_id), None, f"a run's id cannot be read ({run_id!r:.64})")
+            resumed.append(await resume_run(runs, run_id, listed=True))
         except ActorError as error:
             if error.code is Code.PERSISTENCE_UNAVAILABLE or error.code is Code.ACTOR_STOPPED:
                 raise
@@ -146,10 +163,10 @@ async def resume_unfinished(runs: RunsToResume) -> tuple[Run, ...]:
                 runs.not_resumed.add(run_id)
             emit(
                 RunNotResumed(
-                    run_id=run_id,
+                    run_id=str(run_id),
                     code=str(error.code),
                     message=error.message,
-                    seq=_seq_of(error),
+                    seq=corrupt_seq(error),
                 )
             )
     return tuple(resumed)
@@ -164,7 +181,7 @@ async def adopt_forever(runs: RunsToResume, leases: Leases, scope: trio.CancelSc
         while True:
             await trio.sleep(interval)
             try:
-                runs.resumed += await resume_unfinished(runs)
+                runs.resumed += await resume_unfinished(runs, thorough=False)
             except Exception as exc:  # noqa: BLE001 - reported; the next tick retries
                 if isinstance(exc, ActorError) and exc.code is Code.ACTOR_STOPPED:
                     return  # the journal or the runs closed
@@ -173,15 +190,3 @@ async def adopt_forever(runs: RunsToResume, leases: Leases, scope: trio.CancelSc
                         retry_in=interval, error=f"{type(exc).__name__}: {exc}"[:500]
                     )
                 )
-
-
-def _seq_of(error: ActorError) -> int | None:
-    """The first bad ``seq`` an ``event_log_corrupt`` names."""
-    if error.code is not Code.EVENT_LOG_CORRUPT:
-        return None
-    marker = " at seq "
-    text = error.message
-    if marker not in text:
-        return None
-    digits = text.split(marker, 1)[1].split(":", 1)[0]
-    return int(digits) if digits.isdigit() else None
