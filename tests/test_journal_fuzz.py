@@ -188,11 +188,14 @@ FILE_CASES = [(kind, seed) for kind in ("truncate", "garble") for seed in range(
 
 async def test_random_damage_to_the_file_loses_no_run_silently(image: Path, tmp_path: Path) -> None:
     tally: Counter[str] = Counter()
+    pristine = await trio.Path(image).read_bytes()
     for kind, seed in FILE_CASES:
         rng = random.Random(f"{kind}-{seed}")
-        data = bytearray(image.read_bytes())
+        data = bytearray(pristine)
         damaged = tmp_path / f"{kind}-{seed}.journal"
-        damaged.write_bytes(_truncate(data, rng) if kind == "truncate" else _garble(data, rng))
+        await trio.Path(damaged).write_bytes(
+            _truncate(data, rng) if kind == "truncate" else _garble(data, rng)
+        )
         _cli_answers(damaged)
         try:
             tally[await _open_and_finish(damaged, damaged.name)] += 1
@@ -359,7 +362,7 @@ async def test_the_pristine_image_resumes_both_open_runs(image: Path, tmp_path: 
     copy = tmp_path / "same.journal"
     shutil.copy(image, copy)
     assert await _open_and_finish(copy, copy.name) == "2 resumed, 0 reported"
-    assert EXECUTED == Counter({("open1", "c"): 1, ("open2", "c"): 1})
+    assert Counter({("open1", "c"): 1, ("open2", "c"): 1}) == EXECUTED
 
 
 # -- PostgreSQL: the same rows, the same edits --------------------------------------------
@@ -399,7 +402,7 @@ async def test_row_level_edits_on_postgres_lose_no_run_silently(
 
     PostgresStore(postgres_dsn).close()  # the tables
     tally: Counter[str] = Counter()
-    cases = [("none", "SELECT 1", {})] + ROW_CASES
+    cases = [("none", "SELECT 1", {}), *ROW_CASES]
     for case, sql, params in cases:
         _load_into_postgres(image, postgres_dsn)
         with psycopg.connect(postgres_dsn, autocommit=True) as db:
@@ -433,3 +436,50 @@ def test_a_forged_checkpoint_at_a_record_that_is_not_a_completion_is_reported(
         "open1  seq 0  the checkpoint is not at a node:completed record",
         "5 runs, 1 damaged",
     ]
+
+
+async def test_a_schema_1_journal_is_migrated_and_its_runs_resume(
+    image: Path, tmp_path: Path
+) -> None:
+    """A journal written before the row checksum (schema 1): a reader sees it (every row
+    unchecked: ``verify`` says so), and the first store that opens it for writing adds
+    the column, fills it from the rows, and the runs resume."""
+    old = tmp_path / "old.journal"
+    shutil.copy(image, old)
+    db = sqlite3.connect(old, isolation_level=None)
+    db.execute("ALTER TABLE runs DROP COLUMN checksum")
+    db.execute("UPDATE journal_meta SET value = '1' WHERE key = 'schema'")
+    db.close()
+    out = io.StringIO()
+    assert cli(["runs", "list", "--journal", str(old)], out) == 0
+    assert out.getvalue().splitlines()[-1] == "5 runs"
+    out = io.StringIO()
+    assert cli(["runs", "verify", "--journal", str(old)], out) == 1
+    assert out.getvalue().splitlines()[-1] == "5 runs, 5 damaged"
+    assert await _open_and_finish(old, old.name) == "2 resumed, 0 reported"
+    db = sqlite3.connect(old, isolation_level=None)
+    assert db.execute("SELECT value FROM journal_meta WHERE key = 'schema'").fetchone() == ("2",)
+    assert db.execute("SELECT COUNT(*) FROM runs WHERE checksum IS NULL").fetchone() == (0,)
+    db.close()
+    out = io.StringIO()
+    assert cli(["runs", "verify", "--journal", str(old)], out) == 0
+    assert out.getvalue() == "5 runs, 0 damaged\n"
+
+
+async def test_a_postgres_journal_without_the_row_checksum_is_migrated(
+    image: Path, postgres_dsn: str
+) -> None:
+    import psycopg
+
+    from actors.journal import PostgresStore
+
+    PostgresStore(postgres_dsn).close()
+    _load_into_postgres(image, postgres_dsn)
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute("ALTER TABLE journal_runs DROP COLUMN checksum")
+    store = await trio.to_thread.run_sync(PostgresStore, postgres_dsn)
+    assert await _open_and_finish(store, "journal") == "2 resumed, 0 reported"
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        assert db.execute(
+            "SELECT COUNT(*) FROM journal_runs WHERE checksum IS NULL"
+        ).fetchone() == (0,)
