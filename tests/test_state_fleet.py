@@ -57,6 +57,13 @@ class Fleet:
             worker.stdin.write(command + "\n")  # type: ignore[union-attr]
             worker.stdin.flush()  # type: ignore[union-attr]
 
+    def one(self, index: int, command: str) -> Any:
+        """Send ``command`` to replica ``index`` alone; its answer."""
+        worker = self.workers[index]
+        worker.stdin.write(command + "\n")  # type: ignore[union-attr]
+        worker.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(worker.stdout.readline())  # type: ignore[union-attr]
+
     def all(self, command: str) -> list[Any]:
         """Send ``command`` to every replica; their answers, in replica order."""
         self.send(command)
@@ -176,3 +183,45 @@ def test_redis_killed_each_replica_admits_its_share_then_shared_again(
     # Shared again: the restarted server starts full, and the fleet gets exactly 400.
     shared, took = fleet.together("requests", redis)
     assert 400 <= sum(shared) <= 400 + _refilled(400, took, 1), (shared, took)
+
+
+def test_uneven_traffic_then_redis_killed_stays_within_the_stated_bound(
+    fleet: Fleet, redis: RedisServer
+) -> None:
+    """docs/fleet.md's bound for any traffic: in a window of W seconds the fleet admits
+    at most 2C + R(W + D) — C through Redis plus what refills, and the local shares, at
+    most C together, plus what they refill while degraded. Here three replicas last saw
+    a nearly full bucket and one drained it: the three start at their share of what
+    they saw, the fourth at its share of nothing."""
+    started = time.monotonic()
+    assert fleet.all("requests 1") == [1] * REPLICAS
+    drained = fleet.one(REPLICAS - 1, "requests")
+    assert 396 <= drained <= 396 + _refilled(400, time.monotonic() - started, 1), drained
+    redis.kill()
+    degraded = fleet.all("requests")
+    window = time.monotonic() - started
+    assert fleet.all("events") == [["state.degraded"]] * REPLICAS
+    # The drained replica's share starts empty: only what refilled since.
+    assert degraded[-1] <= _refilled(400 // REPLICAS, window, 1), degraded
+    assert all(share <= 400 / REPLICAS for share in degraded[:-1]), degraded
+    admitted = REPLICAS + drained + sum(degraded)
+    assert admitted <= 2 * 400 + 2 * _refilled(400, window, 1), (admitted, window)
+
+
+def test_a_fleet_beside_busy_loops_stays_shared(fleet: Fleet, redis: RedisServer) -> None:
+    """Two CPU-bound processes on the same host: Redis answers late but answers, and no
+    replica degrades (a slow reply is waited for up to ``timeout``, 2 s; only a refused
+    or failed connection degrades at once)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        for _ in range(3):
+            admitted, took = fleet.together("tokens", redis)
+            assert 1000 <= sum(admitted) <= 1000 + _refilled(1000, took, 10), (admitted, took)
+            assert fleet.all("probe") == [["admitted"] * TASKS] * REPLICAS
+            redis.command("FLUSHALL")  # a full bucket for the next round
+            time.sleep(0.1)
+        assert fleet.all("events") == [[]] * REPLICAS  # never degraded
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()

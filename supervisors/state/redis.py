@@ -13,8 +13,11 @@ budget: the backend works on Redis Cluster.
 **Degraded mode.** When Redis fails or does not answer within ``timeout`` seconds, the
 replica emits ``state.degraded`` and goes on with a local
 :class:`~supervisors.state.MemoryState` whose buckets hold ``1/replicas`` of each limit
-(capacity and rate), starting from ``1/replicas`` of the level it last saw in Redis —
-so the fleet never admits more than its limit plus that share. Breakers start closed
+(capacity and rate), starting from ``1/replicas`` of the level it last saw in Redis:
+the shares together start at most at one capacity, so in any window of ``W`` seconds the
+fleet admits at most twice the capacity plus what refills (docs/fleet.md states and tests
+the bound; stale sightings under uneven traffic make "limit plus one share" false).
+Breakers start closed
 locally; budgets go on from the totals last seen, and what is counted meanwhile is
 added to Redis on recovery (:mod:`supervisors.state.redis_usage`). Every
 ``retry_interval`` seconds a background task pings Redis; when it answers, the replica
