@@ -199,6 +199,35 @@ async def cancel_in_effect() -> str | None:
     return None
 
 
+def cancelled_around(scope: trio.CancelScope) -> str | None:
+    """The reason of a cancel already in effect at ``scope`` — it, or a scope around it
+    not behind a shield, was cancelled — read without a checkpoint and from any task,
+    else ``None`` (also for a scope not entered yet).
+
+    For "the first cancel wins" when another task's cancel is still pending: a cancel of
+    a scope around a run, made in the same instant before ``run.cancel("later")``, has
+    not reached the run's task yet, and trio offers no public way to see it from
+    outside. This reads trio's cancel status (``CancelScope._cancel_status``, its
+    ``_scope``/``_parent`` chain and ``_cancel_reason``: trio 0.31 to 0.35 at least);
+    when those internals are not there, it answers ``None`` — the later reason then
+    wins, as before (tests/test_runs_first_cancel.py fails on such a trio)."""
+    status = getattr(scope, "_cancel_status", None)
+    while status is not None:
+        owner = getattr(status, "_scope", None)
+        if owner is None:
+            return None
+        if owner.cancel_called:
+            why = getattr(owner, "_cancel_reason", None)
+            reason = getattr(why, "reason", None)
+            if reason:
+                return str(reason)
+            return f"cancelled ({getattr(why, 'source', 'explicit')})"
+        if owner.shield:
+            return None
+        status = getattr(status, "_parent", None)
+    return None
+
+
 async def cancel_supersedes(failure: BaseException) -> str | None:
     """The rule "a failure while cancelled is the cancel": the reason of the cancel that
     ``failure`` is to be reported as, or ``None`` when it is a failure in its own right.

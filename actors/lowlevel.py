@@ -19,6 +19,7 @@ from actors.errors import (
     cancel_in_effect,
     cancel_supersedes,
     cancellation_reason,
+    cancelled_around,
     current_cancel_reason,
 )
 from actors.exits import AfterCrash, Exit, ExitKind
@@ -56,6 +57,7 @@ __all__ = [
     "cancel_in_effect",
     "cancel_supersedes",
     "cancellation_reason",
+    "cancelled_around",
     "cell_of",
     "current_cancel_reason",
     "emit",

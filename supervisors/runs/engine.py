@@ -45,7 +45,7 @@ from actors.events import (
     RunStarted,
     ToolCalled,
 )
-from actors.lowlevel import cancel_in_effect, cancellation_reason
+from actors.lowlevel import cancel_in_effect, cancellation_reason, cancelled_around
 from supervisors.resilience.budget import Budget, Dimension
 from supervisors.runs.attempts import NodeAttempts
 from supervisors.runs.commit import outcome_of
@@ -77,11 +77,15 @@ class Engine:
         breaker_of: Callable[[str, Node], Breaker | None],
         cancel_reason: Callable[[], str | None],
         resume: Progress | None = None,
+        enclosing: trio.CancelScope | None = None,
     ) -> None:
         self.run = run
         self.plan = plan
         self.budget = budget
         self.subtree_cancel = cancel_reason
+        #: The scope the engine is driven in (the runs' nursery's): a cancel around it
+        #: before the drive began came first too.
+        self.enclosing = enclosing
         self.attempts = NodeAttempts(
             self, runners=runners, pools=pools, tools=tools, breaker_of=breaker_of
         )
@@ -123,8 +127,13 @@ class Engine:
         ``resumable``: a shutdown interrupts the run, and a journalled run stays
         resumable (its ``run:cancelled`` says so)."""
         if self.cancelled is None and self.failure is None:
-            outside = self.subtree_cancel()
-            if outside is not None:  # an abort (or a cancel of the runs) came first
+            # An abort (or a cancel of the runs), or a cancel of a scope around them
+            # that has not reached this run's task yet: either came first.
+            outside = self.subtree_cancel() or cancelled_around(self.scope)
+            if outside is None and self.enclosing is not None:  # not driven yet
+                outside = cancelled_around(self.enclosing)
+            outside = outside or self.run.caller_cancel()
+            if outside is not None:
                 reason, resumable = outside, False
             self.cancelled = reason
             self.resumable = resumable and self.run.journaled is not None

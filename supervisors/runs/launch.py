@@ -144,6 +144,7 @@ class Launcher:
                 # supervisor's own ending, which a crash past its intensity also is.
                 cancel_reason=self.supervisor.cancel_reason,
                 resume=resume,
+                enclosing=nursery.cancel_scope,
             )
             if journaled is not None:
                 journaled.on_halt = lambda error: engine.fail(error, None)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -23,7 +24,7 @@ from actors.events import (
     RunFailed,
 )
 from actors.events import BudgetWarning as BudgetWarningRecord
-from actors.lowlevel import emit
+from actors.lowlevel import cancelled_around, emit
 from supervisors.resilience.budget import BudgetLimits, BudgetRequest
 from supervisors.runs.kinds import NOTHING
 
@@ -105,6 +106,24 @@ class Run:
         #: The engine's cancel, once it drives the run.
         self._cancel: Callable[..., None] | None = None
         self._early_cancel: str | None = None
+        #: Scopes of the callers waiting through ``Runs.run`` (their cancel is the run's).
+        self._callers: list[trio.CancelScope] = []
+
+    def caller_cancel(self) -> str | None:
+        """The reason of a cancel on its way to a caller waiting through ``Runs.run``
+        (that caller cancels the run with it once its task runs: it came first)."""
+        reasons = (cancelled_around(scope) for scope in self._callers)
+        return next((reason for reason in reasons if reason is not None), None)
+
+    @contextlib.contextmanager
+    def awaited(self) -> Iterator[None]:
+        """The block in which a caller waits on the run (``Runs.run``)."""
+        with trio.CancelScope() as scope:
+            self._callers.append(scope)
+            try:
+                yield
+            finally:
+                self._callers.remove(scope)
 
     def restore(
         self,

@@ -297,7 +297,8 @@ class Runs:
         goes on."""
         run = await self.start(workflow, inputs, **options)
         try:
-            return await run.wait()
+            with run.awaited():
+                return await run.wait()
         except trio.Cancelled:
             run.cancel(await cancel_in_effect() or "caller cancelled")
             with trio.CancelScope(shield=True):

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import trio
 
+from actors.lowlevel import cancelled_around
+
 
 class CancelState:
     """One supervisor's requested cancel: its reason (``None``: none) and whether hard,
@@ -67,8 +69,13 @@ class CancelState:
         return None
 
     def request(self, reason: str, *, hard: bool = False) -> None:
-        """Ask for a cancel of this subtree; a reason already given is kept."""
+        """Ask for a cancel of this subtree; a reason already given is kept. A hard one
+        (a kill, an abort) made in the instant a scope around the running tree was
+        cancelled — the ``trio.Cancelled`` on its way, not yet seen by any task — came
+        second: that scope's reason is kept (the first cancel wins)."""
         if self.reason is None:
+            if hard and self.scope is not None and self.ended is None:
+                reason = cancelled_around(self.scope) or reason
             self.reason = reason
         if hard:
             self.hard = True
