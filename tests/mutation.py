@@ -189,6 +189,10 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_journal_store.py",
     ),
     "actors/journal/thread.py": ("tests/test_journal_thread.py",),
+    "actors/journal/integrity.py": (
+        "tests/test_journal_integrity.py",
+        "tests/test_journal_corrupt.py",
+    ),
     "actors/journal/records.py": (*_JOURNAL, "tests/test_journal_records_mutants.py"),
     "actors/journal/writer.py": (
         "tests/test_journal_store.py",
