@@ -483,3 +483,82 @@ async def test_a_postgres_journal_without_the_row_checksum_is_migrated(
         assert db.execute(
             "SELECT COUNT(*) FROM journal_runs WHERE checksum IS NULL"
         ).fetchone() == (0,)
+
+
+# -- found in a hostile review ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["'x'", "X'00'", "1.5"])
+async def test_a_stored_value_of_the_wrong_kind_is_that_runs_damage(
+    image: Path, tmp_path: Path, value: str
+) -> None:
+    """SQLite keeps what a garbled type byte says: text where the checkpoint's ``seq``
+    belongs. It is ``open1``'s damage — reported, ``open2`` resumes — not a raw
+    ``TypeError`` out of ``open_runs`` or ``verify``."""
+    damaged = tmp_path / "kinds.journal"
+    shutil.copy(image, damaged)
+    db = sqlite3.connect(damaged, isolation_level=None)
+    db.execute(f"UPDATE checkpoints SET seq = {value} WHERE run_id = 'open1'")
+    db.close()
+    with capture_events("run.not_resumed") as refused:
+        assert await _open_and_finish(damaged, damaged.name) == "1 resumed, 1 reported"
+    assert [(e.run_id, e.code) for e in refused] == [("open1", "event_log_corrupt")]
+    out = io.StringIO()
+    assert cli(["runs", "verify", "--journal", str(damaged)], out) == 1
+    (line,) = [line for line in out.getvalue().splitlines() if line.startswith("open1")]
+    assert line.startswith("open1  -  the checkpoint's seq is not a number"), line
+
+
+def test_list_and_show_print_a_value_of_the_wrong_kind_as_a_question_mark(
+    image: Path, tmp_path: Path
+) -> None:
+    damaged = tmp_path / "cells.journal"
+    shutil.copy(image, damaged)
+    db = sqlite3.connect(damaged, isolation_level=None)
+    db.execute("UPDATE runs SET started = 'x', cost = X'00', duration = 'y' WHERE run_id = 'done1'")
+    db.close()
+    out = io.StringIO()
+    assert cli(["runs", "list", "--journal", str(damaged)], out) == 0
+    (line,) = [line for line in out.getvalue().splitlines() if line.startswith("done1")]
+    assert line.split()[3:5] == ["?", "?"], line
+    out = io.StringIO()
+    assert cli(["runs", "show", "done1", "--journal", str(damaged)], out) == 0
+    assert "started ?" in out.getvalue() and "cost ?" in out.getvalue()
+
+
+async def test_an_id_with_records_but_no_row_is_taken(image: Path, tmp_path: Path) -> None:
+    """A run reported for a lost row keeps its records: starting a new run under its id
+    would write records the store keeps the old ones of (same keys) — refused."""
+    damaged = tmp_path / "reuse.journal"
+    shutil.copy(image, damaged)
+    db = sqlite3.connect(damaged, isolation_level=None)
+    db.execute("DELETE FROM runs WHERE run_id = 'open1'")
+    db.close()
+    async with (
+        open_journal(damaged) as journal,
+        open_tree(SupervisorSpec()) as tree,
+        open_runs(tree, journal=journal, workflows=[WF]) as runs,
+    ):
+        with pytest.raises(ActorError, match=r"^\[name_taken\] run 'open1' is in the journal"):
+            await runs.start(WF, {"x": 42}, run_id="open1")
+        for run in runs.resumed:
+            run.cancel("test over")
+
+
+def test_the_readers_change_nothing_on_disk(tmp_path: Path) -> None:
+    """``list``/``show``/``verify`` open the file read-only: a SQLite file that is not a
+    journal keeps its journal mode, an empty file stays empty — both "not a journal"."""
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    empty = tmp_path / "empty.journal"
+    empty.write_bytes(b"")
+    for path in (other, empty):
+        for command in (["list"], ["verify"], ["show", "r"]):
+            assert cli(["runs", *command, "--journal", str(path)], io.StringIO()) == 2
+    assert empty.read_bytes() == b""
+    db = sqlite3.connect(other)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    db.close()

@@ -8,7 +8,8 @@ sees it; what recovery replays (docs/journal.md).
   :class:`supervisors.runs.Journal` and :func:`supervisors.runs.open_journal`;
 * :class:`SqliteStore` — the default backend; :class:`MemoryStore` — in memory;
   :class:`PostgresStore` — PostgreSQL, shared by a fleet of daemons (extra
-  ``postgres``; runs owned through leases, :class:`LeaseHolder`, :class:`LeaseStore`);
+  ``postgres``; runs owned through leases, :class:`LeaseHolder`, :class:`LeaseStore`;
+  its session's bounds :class:`PostgresTimeouts`);
   :class:`JournalStore` — the protocol a backend implements (:class:`Batch`,
   :class:`RunHeader`, :class:`RunEnding`, :class:`Checkpoint`, :class:`RunRow`);
 * :class:`Entry`, :func:`entry_of`, :func:`record_of` — one stored record;
@@ -33,10 +34,11 @@ import importlib
 import warnings
 from typing import Any
 
-from actors.journal.integrity import damaged, ends_for_good, sound, unfinished_of
+from actors.journal.integrity import damage_of, damaged, ends_for_good, sound, unfinished_of
 from actors.journal.leases import LeaseHolder, lease_lost
 from actors.journal.memory import MemoryStore
 from actors.journal.postgres import PostgresStore
+from actors.journal.postgres_session import PostgresTimeouts
 from actors.journal.records import (
     STATUS_OF,
     TERMINAL,
@@ -88,6 +90,7 @@ __all__ = [
     "LeaseStore",
     "MemoryStore",
     "PostgresStore",
+    "PostgresTimeouts",
     "Queued",
     "Read",
     "RunEnding",
@@ -100,6 +103,7 @@ __all__ = [
     "checksum",
     "corrupt",
     "corrupt_seq",
+    "damage_of",
     "damaged",
     "dumps",
     "ends_for_good",

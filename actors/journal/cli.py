@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from actors.errors import ActorError
 from actors.journal.integrity import damaged
@@ -68,14 +68,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except ActorError as error:
         print(f"{PROG} runs: error: {error.message}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - the last resort: one line, never a traceback
+        print(f"{PROG} runs: error: {type(error).__name__}: {error}"[:500], file=sys.stderr)
+        return 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, its errors in one line on stderr (exit 2) like the CLI's own."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{PROG} runs: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Tools of resilient-actors.")
+    parser = _Parser(prog=PROG, description="Tools of resilient-actors.")
     groups = parser.add_subparsers(dest="group", required=True)
     runs = groups.add_parser("runs", help="look inside a run journal")
     commands = runs.add_subparsers(dest="command", required=True)
-    journal = argparse.ArgumentParser(add_help=False)
+    journal = _Parser(add_help=False)
     journal.add_argument(
         "--journal", default=DEFAULT_PATH, help=f"the journal file (default {DEFAULT_PATH})"
     )
@@ -102,8 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open(path: str) -> SqliteStore:
-    return SqliteStore(path, create=False)
+def _open(path: str, *, writing: bool = False) -> SqliteStore:
+    """The journal at ``path``, read-only unless ``writing`` (``prune``)."""
+    return SqliteStore(path, create=False, read_only=not writing)
 
 
 def _run_row(store: SqliteStore, run_id: str, path: str) -> RunRow:
@@ -125,19 +137,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
     table: list[tuple[str, ...]] = [
         ("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "TOKENS", "COST", "EVENTS")
     ]
-    for row in rows:
-        table.append(
-            (
-                row.run_id,
-                row.workflow,
-                row.status if row.code is None else f"{row.status}/{row.code}",
-                _when(row.started),
-                "" if row.duration is None else f"{row.duration:.2f}s",
-                str(row.tokens),
-                f"${row.cost:.6f}",
-                str(row.events),
-            )
-        )
+    table.extend(_cells(row) for row in rows)
     _print_table(table, out, right=(4, 5, 6, 7))
     print(f"{len(rows)} run{'' if len(rows) == 1 else 's'}", file=out)
     return 0
@@ -151,6 +151,28 @@ def _print_table(table: Sequence[Sequence[str]], out: TextIO, right: tuple[int, 
             for i, (cell, width) in enumerate(zip(line, widths, strict=True))
         ]
         print("  ".join(cells).rstrip(), file=out)
+
+
+def _cells(row: RunRow) -> tuple[str, ...]:
+    """One line of ``list``."""
+    return (
+        str(row.run_id),
+        str(row.workflow),
+        str(row.status) if row.code is None else f"{row.status}/{row.code}",
+        _cell(lambda: _when(row.started)),
+        "" if row.duration is None else _cell(lambda: f"{row.duration:.2f}s"),
+        str(row.tokens),
+        _cell(lambda: f"${row.cost:.6f}"),
+        str(row.events),
+    )
+
+
+def _cell(render: Callable[[], str]) -> str:
+    """A cell, or ``?`` for a stored value of the wrong kind (a damaged row)."""
+    try:
+        return render()
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
 
 
 def _when(wall: float) -> str:
@@ -191,10 +213,11 @@ def _records(path: str, run_id: str, out: TextIO, *, follow: float | None) -> in
 
 def _summary(row: RunRow, out: TextIO) -> None:
     status = row.status if row.code is None else f"{row.status} ({row.code})"
-    duration = "" if row.duration is None else f"  duration {row.duration:.2f}s"
+    duration = "" if row.duration is None else _cell(lambda: f"  duration {row.duration:.2f}s")
     print(
         f"run {row.run_id}  workflow {row.workflow}  status {status}  started "
-        f"{_when(row.started)}{duration}  tokens {row.tokens}  cost ${row.cost:.6f}",
+        f"{_cell(lambda: _when(row.started))}{duration}  tokens {row.tokens}  cost "
+        f"{_cell(lambda: f'${row.cost:.6f}')}",
         file=out,
     )
 
@@ -322,7 +345,7 @@ def _prune(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(
             f"--older-than must be an age like 30s, 15m, 12h or 7d, got {args.older_than!r}"
         )
-    store = _open(args.journal)
+    store = _open(args.journal, writing=True)
     try:
         pruned = store.prune(time.time() - seconds)
     finally:

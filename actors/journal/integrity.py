@@ -89,6 +89,8 @@ def sound(
 
 def _check_point(run_id: str, point: Checkpoint, records: Sequence[RunEvent]) -> None:
     last = len(records) - 1
+    if type(point.seq) is not int:
+        raise corrupt(run_id, None, f"the checkpoint's seq is not a number ({point.seq!r:.32})")
     if not 0 <= point.seq <= last:
         raise corrupt(
             run_id, last + 1, f"the checkpoint is at seq {point.seq}, past the last record"
@@ -128,11 +130,29 @@ def damaged(store: JournalStore) -> list[ActorError]:
     for tail in store.tails():
         run_id = tail.run_id
         try:
-            sound(run_id, store.run(run_id), store.entries(run_id), store.checkpoint(run_id))
+            if type(run_id) is not str or not run_id:
+                raise corrupt(str(run_id), None, f"a run's id cannot be read ({run_id!r:.64})")
+            sound(run_id, *store.stored(run_id))
         except ActorError as error:
             if error.code is not Code.EVENT_LOG_CORRUPT:
                 raise
-            if error.run_id != run_id:  # the file failed while this run was read
-                error = corrupt(run_id, None, f"cannot be read ({error.message[:200]})")
-            found.append(error)
+            found.append(damage_of(str(run_id), error))
+        except Exception as exc:  # noqa: BLE001 - classified: a value of the wrong kind
+            found.append(damage_of(str(run_id), exc))
     return found
+
+
+def damage_of(run_id: str, failure: BaseException) -> ActorError:
+    """``failure`` met while ``run_id``'s stored data was read or checked, as that run's
+    ``event_log_corrupt``: itself when it names the run; a read of the file that failed,
+    or a stored value of the wrong kind (a garbled type byte: text where a number
+    belongs), named after the run, ``failure`` kept as the cause."""
+    if isinstance(failure, ActorError):
+        if failure.run_id == run_id:
+            return failure
+        what = failure.message[:200]
+    else:
+        what = f"{type(failure).__name__}: {str(failure)[:160]}"
+    error = corrupt(run_id, None, f"cannot be read ({what})")
+    error.__cause__ = failure
+    return error

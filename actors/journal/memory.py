@@ -72,6 +72,9 @@ class MemoryStore(JournalStore):
     def checkpoint(self, run_id: str) -> Checkpoint | None:
         return self.checkpoints.get(run_id)
 
+    def stored(self, run_id: str) -> tuple[RunRow | None, list[Entry], Checkpoint | None]:
+        return self.run(run_id), self.entries(run_id), self.checkpoint(run_id)
+
     def runs(self) -> list[RunRow]:
         rows = sorted(self.rows.values(), key=lambda r: (r["started"], r["run_id"]))
         return [self._row(r) for r in rows]

@@ -2,11 +2,17 @@
 
 The journal calls a store's methods in a worker thread, one at a time, so the store is a
 plain blocking object: psycopg's async API is asyncio-only, and a thread per call is
-what the SQLite store does too. One connection; each
-:meth:`~actors.journal.store.JournalStore.write` is one transaction, committed before
-it returns (PostgreSQL's ``synchronous_commit`` decides what "durable" means: on by
-default, on disk). The same tables as the SQLite store, created on first use; entries
-keyed ``(run_id, seq)`` with ``ON CONFLICT DO NOTHING``.
+what the SQLite store does too. One connection, in autocommit mode, opened with the
+session bounds of :class:`~actors.journal.postgres_session.PostgresTimeouts` (lock,
+idle-in-transaction and statement timeouts, TCP keepalives) and opened again on the
+next call when the server or the network ended it. Each
+:meth:`~actors.journal.store.JournalStore.write` is one statement in one transaction,
+committed before it returns (PostgreSQL's ``synchronous_commit`` decides what
+"durable" means: on by default, on disk). The same tables as the SQLite store, created
+on first use; entries keyed ``(run_id, seq)`` with ``ON CONFLICT DO NOTHING``. A driver
+error that means the database cannot be used now (a timeout, a lost connection) is
+``persistence_unavailable``, the driver's error its cause
+(:func:`~actors.journal.postgres_session.unavailable`).
 
 **Leases and fencing** (a fleet of daemons on one database). A run is owned by one
 journal at a time through a lease row: its holder, a fencing token and an expiry on the
@@ -16,21 +22,28 @@ Every write checks, in its own transaction, that each run it writes for is still
 with the writer's token: a run whose lease was taken over is *fenced* — nothing of it is
 written, and :meth:`PostgresStore.write` returns its id (the rest of the batch is
 written). Each take-over bumps a one-row epoch under its row lock, and every write
-share-locks that row first, so a take-over and a write never interleave, and the runs
-are compared with their lease rows only when the epoch moved since they were last found
-valid. So two replicas never both append to one run, even when the first one wakes up
-from a long pause.
+share-locks that row, so a take-over and a write never interleave. So two replicas never
+both append to one run, even when the first one wakes up from a long pause.
+
+**Liveness** (issue 27): a write and a take are each one statement, one round trip
+(:mod:`actors.journal.postgres_write`), so a replica paused anywhere in them holds no
+lock; the session's timeouts bound everything else (a lock wait, a session paused inside
+one of the store's transactions of several statements — :meth:`PostgresStore.prune`'s,
+say — a vanished peer).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 from actors.errors import ActorError, Code
 from actors.journal.integrity import unfinished_of
+from actors.journal.postgres_session import PostgresTimeouts, connect, unavailable
+from actors.journal.postgres_write import TAKE, WRITE, write_params
 from actors.journal.records import Entry, header_checksum
-from actors.journal.sql import tail_of, tails_query, write_statements
+from actors.journal.sql import tail_of, tails_query
 from actors.journal.store import Batch, Checkpoint, LeaseStore, RunRow, RunTail
 
 _SCHEMA: Final = (
@@ -77,22 +90,9 @@ _SCHEMA: Final = (
 
 _TABLES: Final = ("journal_runs", "journal_events", "journal_checkpoints")
 
-#: How many (run, fence) checks a store remembers (one per run it writes for).
-_VERIFIED_MAX: Final = 10_000
-
-#: A write's first round trip: its transaction begun, and the epoch read, share-locked
-#: (two statements without parameters: one simple query).
-_BEGIN: Final = "BEGIN; SELECT epoch FROM journal_epoch WHERE id = 1 FOR SHARE"
-
-_TAKE: Final = (
-    "INSERT INTO journal_leases (run_id, holder, token, expires)"
-    " VALUES (%s, %s, 1, clock_timestamp() + %s * interval '1 second')"
-    " ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder,"
-    " token = journal_leases.token + 1, expires = excluded.expires"
-    " WHERE journal_leases.expires < clock_timestamp()"
-    " OR journal_leases.holder = excluded.holder"
-    " RETURNING token"
-)
+#: Times a write is sent while take-overs commit under it (each makes it write nothing
+#: and be sent again: see actors/journal/postgres_write.py) before it fails.
+_ATTEMPTS: Final = 5
 
 _RUN_COLUMNS: Final = (
     "run_id, workflow, status, code, started, ended, duration, tokens, cost, definition,"
@@ -104,27 +104,31 @@ _RUN_COLUMNS: Final = (
 class PostgresStore(LeaseStore):
     """A :class:`~actors.journal.store.JournalStore` in a PostgreSQL database (see the
     module docstring). ``dsn``: a libpq connection string or URL (its password never
-    appears in an error of this store). Several daemons may write to one database:
-    runs are kept apart by their leases."""
+    appears in an error of this store). ``timeouts``: the session's bounds
+    (:class:`~actors.journal.postgres_session.PostgresTimeouts`; its defaults when not
+    given; ``input_validation`` for anything else). Several daemons may write to one
+    database: runs are kept apart by their leases."""
 
     #: Runs are owned through leases (the journal takes one before running a run).
     leases = True
 
-    def __init__(self, dsn: str) -> None:
-        import psycopg
-
-        try:
-            self._db: Any = psycopg.connect(dsn, autocommit=True)
-        except psycopg.Error as exc:
+    def __init__(self, dsn: str, *, timeouts: PostgresTimeouts | None = None) -> None:
+        if timeouts is None:
+            timeouts = PostgresTimeouts()
+        elif not isinstance(timeouts, PostgresTimeouts):
             raise ActorError.from_code(
-                Code.PERSISTENCE_UNAVAILABLE,
-                f"cannot connect to the journal database ({type(exc).__name__})",
-                cause=exc,
-            ) from exc
-        # (run, (holder, token)) -> the epoch at which its lease was found to be that.
-        self._verified: dict[tuple[str, tuple[str, int]], int] = {}
+                Code.INPUT_VALIDATION,
+                "PostgresStore: timeouts must be a PostgresTimeouts, got"
+                f" {type(timeouts).__name__}",
+            )
+        #: The session's bounds, on every connection the store opens.
+        self.timeouts = timeouts
+        self._dsn = dsn  # to reconnect (never shown: the store has no repr of its own)
+        self._closed = False
+        self._db: Any = None
+        self._db = connect(dsn, timeouts)
         try:
-            with self._db.transaction():
+            with self._guard(), self._db.transaction():
                 for statement in _SCHEMA:
                     self._db.execute(statement)
                 self._add_checksums()
@@ -155,93 +159,64 @@ class PostgresStore(LeaseStore):
 
     @property
     def db(self) -> Any:
-        """The open psycopg connection; ``actor_stopped`` once the store is closed."""
-        if self._db is None:
+        """The open psycopg connection — opened again first when the server or the
+        network ended the last one (``persistence_unavailable`` when it cannot be);
+        ``actor_stopped`` once the store is closed."""
+        if self._closed:
             raise ActorError.from_code(Code.ACTOR_STOPPED, "the journal store is closed")
+        if self._db is None or self._db.closed:
+            self._db = None
+            self._db = connect(self._dsn, self.timeouts)
         return self._db
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A call on the database: a driver error that means it cannot be used now is
+        ``persistence_unavailable`` (:func:`~actors.journal.postgres_session.unavailable`;
+        a lost connection is opened again by the next call); any other is raised as it
+        is."""
+        try:
+            yield
+        except Exception as exc:
+            error = unavailable(exc, self._db)
+            if error is None:
+                raise
+            raise error from exc
 
     def write(self, batch: Batch) -> frozenset[str]:
         """Write ``batch`` in one transaction, except the runs it fences (see the module
         docstring): their ids are returned, and nothing of theirs is written.
 
-        The check is cheap when nothing was taken over: every take-over of a lease bumps
-        the one-row epoch, under its row lock. A write share-locks that row (a take-over
-        waits for the write in progress, a write for the take-over committing) and reads
-        the epoch in the round trip that begins its transaction; the rows and the commit
-        go in one more (a pipeline): two round trips a write. Each run is compared with
-        its lease row only when it was not already found valid, with the same token, at
-        this epoch. A write that fails is rolled back (when its connection still can)."""
-        db = self.db
-        with db.cursor() as cursor:
-            try:
-                cursor.execute(_BEGIN)
-                cursor.nextset()
-                row = cursor.fetchone()
-                fenced = self._fenced(cursor, batch.fences, int(row[0]) if row else -1)
-                if fenced:
-                    batch = batch.without(fenced)
-                with db.pipeline():  # the rows and the commit: one round trip
-                    for sql, rows in write_statements(batch, "%s", _TABLES):
-                        cursor.executemany(sql, rows)
-                    cursor.execute("COMMIT")
-            except BaseException:
-                self._roll_back()
-                raise
-        return fenced
-
-    def _roll_back(self) -> None:
-        """After a failed write: end its transaction, if the connection still has one."""
-        import psycopg
-
-        db = self._db
-        if (
-            db is not None
-            and not db.closed
-            and db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-        ):
-            db.execute("ROLLBACK")
-
-    def _fenced(
-        self, cursor: Any, fences: Mapping[str, tuple[str, int]], epoch: int
-    ) -> frozenset[str]:
-        """In a write's transaction, at ``epoch``: compare with its lease row each run
-        not already found valid at that epoch; the runs whose lease no longer carries
-        the writer's holder and token."""
-        if not fences:
-            return frozenset()
-        verified = self._verified
-        if len(verified) > _VERIFIED_MAX:  # bounded: what is dropped is checked again
-            verified.clear()
-        unchecked = {
-            run: fence for run, fence in fences.items() if verified.get((run, fence)) != epoch
-        }
-        if not unchecked:
-            return frozenset()
-        cursor.execute(
-            "SELECT run_id, holder, token FROM journal_leases WHERE run_id = ANY(%s)",
-            (list(unchecked),),
+        One statement, one round trip (actors/journal/postgres_write.py): the epoch
+        share-locked, the fences checked against the lease rows and the rows written
+        together, so a replica paused at any point of a write holds no lock. When a
+        take-over committed while the write waited for the epoch's lock, the statement
+        wrote nothing and is sent again (a new snapshot), at most 5 times in all, then
+        ``persistence_unavailable``; as it is when the database cannot be used now (a
+        write whose connection was lost may have committed: the journal's retry stores
+        each of its rows once)."""
+        params = write_params(batch)
+        for _ in range(_ATTEMPTS):
+            with self._guard():
+                locked, seen, fenced = self.db.execute(WRITE, params).fetchone()
+            if locked is None:
+                raise ActorError.from_code(
+                    Code.PERSISTENCE_UNAVAILABLE, "the journal's epoch row is missing"
+                )
+            if locked == seen:
+                return frozenset(fenced)
+        raise ActorError.from_code(
+            Code.PERSISTENCE_UNAVAILABLE,
+            f"take-overs kept committing while this write waited ({_ATTEMPTS} attempts)",
         )
-        held = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
-        fenced = frozenset(run for run, fence in unchecked.items() if held.get(run) != fence)
-        verified.update(
-            {(run, fence): epoch for run, fence in unchecked.items() if run not in fenced}
-        )
-        return fenced
 
     def take_lease(self, run_id: str, holder: str, ttl: float) -> int | None:
         """Lease ``run_id`` to ``holder`` for ``ttl`` seconds of the database's clock:
         the new fencing token, or ``None`` while another holder's lease runs. Taking an
-        existing lease over bumps the epoch in the same transaction."""
-        db = self.db
-        with db.transaction(), db.cursor() as cursor:
-            cursor.execute(_TAKE, (run_id, holder, ttl))
-            row = cursor.fetchone()
-            if row is None:
-                return None
-            token = int(row[0])
-            if token > 1:
-                cursor.execute("UPDATE journal_epoch SET epoch = epoch + 1 WHERE id = 1")
-        return token
+        existing lease over bumps the epoch in the same statement (one round trip: a
+        replica paused in a take holds no lock)."""
+        rows = self._rows(TAKE, run_id, holder, ttl)
+        return int(rows[0][0]) if rows else None
 
     def renew_leases(self, holder: str, tokens: dict[str, int], ttl: float) -> set[str]:
         """Extend ``holder``'s leases that still carry these tokens; the runs renewed."""
@@ -291,9 +266,9 @@ class PostgresStore(LeaseStore):
         return [row[0] for row in rows]
 
     def _rows(self, query: str, *params: Any) -> list[Any]:
-        db = self.db
-        with db.transaction():
-            return list(db.execute(query, params).fetchall())
+        """``query``'s rows: one statement in its own transaction, one round trip."""
+        with self._guard():
+            return list(self.db.execute(query, params).fetchall())
 
     def entries(self, run_id: str, after: int = -1) -> list[Entry]:
         rows = self._rows(
@@ -311,6 +286,32 @@ class PostgresStore(LeaseStore):
         )
         return Checkpoint(*rows[0]) if rows else None
 
+    def stored(self, run_id: str) -> tuple[RunRow | None, list[Entry], Checkpoint | None]:
+        """Row, entries and checkpoint in one ``REPEATABLE READ`` transaction (one
+        snapshot: a replica writing meanwhile cannot make them disagree)."""
+        with self._guard():
+            db = self.db
+            with db.transaction():
+                db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                rows = db.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM journal_runs WHERE run_id = %s", (run_id,)
+                ).fetchall()
+                entries = db.execute(
+                    "SELECT run_id, seq, name, at, body, checksum FROM journal_events"
+                    " WHERE run_id = %s ORDER BY seq",
+                    (run_id,),
+                ).fetchall()
+                points = db.execute(
+                    "SELECT run_id, seq, progress, checksum FROM journal_checkpoints"
+                    " WHERE run_id = %s",
+                    (run_id,),
+                ).fetchall()
+        return (
+            RunRow(*rows[0]) if rows else None,
+            [Entry(*row) for row in entries],
+            Checkpoint(*points[0]) if points else None,
+        )
+
     def runs(self) -> list[RunRow]:
         rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM journal_runs ORDER BY started, run_id")
         return [RunRow(*row) for row in rows]
@@ -327,7 +328,9 @@ class PostgresStore(LeaseStore):
 
     def prune(self, ended_before: float) -> int:
         db = self.db
-        with db.transaction():
+        # Several statements in one transaction: a session paused between them is ended
+        # by the server after idle_in_transaction_session_timeout (PostgresTimeouts).
+        with self._guard(), db.transaction():
             gone = [
                 row[0]
                 for row in db.execute(
@@ -345,6 +348,7 @@ class PostgresStore(LeaseStore):
         return len(gone)
 
     def close(self) -> None:
+        self._closed = True
         if self._db is not None:
             self._db.close()
             self._db = None

@@ -1,5 +1,7 @@
-"""The SQL a batch is written with, shared by the SQL stores (SQLite, PostgreSQL): the
-statements and their rows, with the store's placeholder and table names."""
+"""SQL of the journal's SQL stores: the statements a batch is written with and their
+rows (SQLite's; PostgreSQL writes a batch in one statement of its own,
+:mod:`actors.journal.postgres_write`, so that a paused replica holds no lock), and the
+listing of runs both stores use (:func:`tails_query`)."""
 
 from __future__ import annotations
 

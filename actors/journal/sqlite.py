@@ -6,7 +6,9 @@ file is created with its tables on first use. A store that creates (``create=Tru
 the journal's) holds ``PATH.lock`` exclusively while it is open: a second writer on the
 same file — another daemon, which would resume this one's live runs — is refused with
 ``config_invalid``. ``create=False`` opens an existing journal only (the CLI; no lock
-unless ``exclusive=True``) and refuses a path that does not exist.
+unless ``exclusive=True``) and refuses a path that does not exist; with
+``read_only=True`` as well it changes nothing on disk (SQLite's ``mode=ro``: not even the
+journal mode of a file that is not a journal).
 
 No ``sqlite3`` exception leaves the store: a damaged file (``SQLITE_CORRUPT``, a
 garbled page) is ``event_log_corrupt`` naming the file; one that cannot be used now (locked,
@@ -83,9 +85,15 @@ class SqliteStore(JournalStore):
     """A :class:`~actors.journal.store.JournalStore` in one SQLite file."""
 
     def __init__(
-        self, path: str | Path, *, create: bool = True, exclusive: bool | None = None
+        self,
+        path: str | Path,
+        *,
+        create: bool = True,
+        exclusive: bool | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.read_only = read_only and not create
         if not create and not self.path.is_file():
             raise ActorError.from_code(
                 Code.CONFIG_INVALID, f"no journal at {str(self.path)[:200]!r}"
@@ -98,7 +106,11 @@ class SqliteStore(JournalStore):
             if create if exclusive is None else exclusive:
                 self._lock = _lock(self.path)
             self._db = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=5.0
+                f"{self.path.resolve().as_uri()}?mode=ro" if self.read_only else self.path,
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=5.0,
+                uri=self.read_only,
             )
             self._db.text_factory = _text
             self._prepare(create)
@@ -106,6 +118,7 @@ class SqliteStore(JournalStore):
             self.close()
             if (
                 isinstance(exc, sqlite3.Error | UnicodeDecodeError)
+                and not isinstance(exc, _NotAJournal)
                 and _damaged(exc)
                 and getattr(exc, "sqlite_errorname", "") != "SQLITE_NOTADB"
             ):
@@ -123,8 +136,9 @@ class SqliteStore(JournalStore):
 
     def _prepare(self, create: bool) -> None:
         db = self.db
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
+        if not self.read_only:  # a reader changes nothing, not even the journal mode
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
         if create:
             db.executescript(_SCHEMA)
             db.execute(
@@ -133,8 +147,13 @@ class SqliteStore(JournalStore):
             if not self._has_checksums():
                 self._add_checksums()
         else:
-            db.execute("SELECT run_id, seq, name, at, body, checksum FROM events LIMIT 1")
-            db.execute("SELECT run_id, status FROM runs LIMIT 1")
+            try:
+                db.execute("SELECT run_id, seq, name, at, body, checksum FROM events LIMIT 1")
+                db.execute("SELECT run_id, status FROM runs LIMIT 1")
+            except sqlite3.OperationalError as exc:  # a SQLite file without our tables
+                if "no such" not in str(exc):
+                    raise
+                raise _NotAJournal(str(exc)) from exc
             if not self._has_checksums():
                 self._columns = _RUN_COLUMNS.format(checksum="NULL")
 
@@ -200,6 +219,37 @@ class SqliteStore(JournalStore):
         sql = "SELECT run_id, seq, progress, checksum FROM checkpoints WHERE run_id = ?"
         row = self._read(lambda db: db.execute(sql, (run_id,)).fetchone())
         return None if row is None else Checkpoint(*row)
+
+    def stored(self, run_id: str) -> tuple[RunRow | None, list[Entry], Checkpoint | None]:
+        def read(db: sqlite3.Connection) -> tuple[Any, list[Entry], Any]:
+            db.execute("BEGIN")  # one snapshot of the file (WAL)
+            try:
+                row = db.execute(
+                    f"SELECT {self._columns} FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                entries = [
+                    Entry(*e)
+                    for e in db.execute(
+                        "SELECT run_id, seq, name, at, body, checksum FROM events"
+                        " WHERE run_id = ? ORDER BY seq",
+                        (run_id,),
+                    )
+                ]
+                point = db.execute(
+                    "SELECT run_id, seq, progress, checksum FROM checkpoints WHERE run_id = ?",
+                    (run_id,),
+                ).fetchone()
+            finally:
+                if db.in_transaction:
+                    db.execute("COMMIT")
+            return row, entries, point
+
+        row, entries, point = self._read(read)
+        return (
+            None if row is None else _row(row),
+            entries,
+            None if point is None else Checkpoint(*point),
+        )
 
     def runs(self) -> list[RunRow]:
         sql = f"SELECT {self._columns} FROM runs ORDER BY started, run_id"
@@ -267,6 +317,10 @@ def _lock(path: Path) -> int:
 
 def _row(row: Any) -> RunRow:
     return RunRow(*row)
+
+
+class _NotAJournal(sqlite3.DatabaseError):
+    """A SQLite file without the journal's tables (``config_invalid``: not a journal)."""
 
 
 def _text(data: bytes) -> str:

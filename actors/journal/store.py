@@ -138,6 +138,11 @@ class JournalStore(Protocol):
         """The run's latest checkpoint."""
         ...
 
+    def stored(self, run_id: str) -> tuple[RunRow | None, list[Entry], Checkpoint | None]:
+        """The run's row, entries and checkpoint, read as of one instant (one read
+        transaction: a daemon writing meanwhile cannot make them disagree)."""
+        ...
+
     def runs(self) -> list[RunRow]:
         """Every run, oldest first."""
         ...

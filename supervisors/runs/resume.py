@@ -20,7 +20,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import JournalAdoptFailed, RunNotResumed
-from actors.journal import corrupt, corrupt_seq, sound
+from actors.journal import corrupt, corrupt_seq, damage_of, sound
 from actors.lowlevel import emit
 from supervisors.resilience.budget import Budget, Price
 from supervisors.runs.graph import Workflow
@@ -85,10 +85,7 @@ async def _recover(
 ) -> tuple[Run, Plan, Budget, Progress]:
     """The run as its records left it, ready to launch (see :func:`resume_run`)."""
     await journal.flush()  # nothing of this run is still on its way to the store
-    store = journal.store
-    row = await journal.read(store.run, run_id)
-    entries = await journal.read(store.entries, run_id)
-    checkpoint = await journal.read(store.checkpoint, run_id)
+    row, entries, checkpoint = await journal.read(journal.store.stored, run_id)
     if row is None and not entries:
         if listed:  # the listing and the run disagree: a damaged page or index
             raise corrupt(run_id, None, "listed as unfinished but not found")
@@ -156,9 +153,12 @@ async def resume_unfinished(runs: RunsToResume, *, thorough: bool = True) -> tup
             if type(run_id) is not str or not run_id:  # a damaged row or record
                 raise corrupt(str(run_id), None, f"a run's id cannot be read ({run_id!r:.64})")
             resumed.append(await resume_run(runs, run_id, listed=True))
-        except ActorError as error:
+        except Exception as exc:
+            error = exc if isinstance(exc, ActorError) else damage_of(str(run_id), exc)
             if error.code is Code.PERSISTENCE_UNAVAILABLE or error.code is Code.ACTOR_STOPPED:
                 raise
+            if error.code is Code.EVENT_LOG_CORRUPT:  # a read of the file failed, say
+                error = damage_of(str(run_id), error)
             if error.code is not Code.NAME_TAKEN:  # taken meanwhile: not for good
                 runs.not_resumed.add(run_id)
             emit(

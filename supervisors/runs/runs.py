@@ -249,7 +249,8 @@ class Runs:
             run.settle()
             return run
         if journal is not None:
-            if await journal.read(journal.store.run, run_id) is not None:
+            row, entries, _ = await journal.read(journal.store.stored, run_id)
+            if row is not None or entries:  # records without a row: a damaged run's
                 raise ActorError.from_code(
                     Code.NAME_TAKEN, f"run {run_id!r} is in the journal already"
                 )
