@@ -102,6 +102,23 @@ async def test_a_cancelled_serve_interrupts_the_runs_resumably(autojump_clock: A
     assert not daemon.stopping.is_set()
 
 
+async def test_a_cancel_around_the_daemon_and_its_runs_interrupts_them_resumably(
+    autojump_clock: Any,
+) -> None:
+    """The scope around the whole daemon (a host shutting down) cancelled: the serve
+    interrupts the runs, resumable, with that scope's reason — every time, not as the
+    scheduler happened to order the tasks."""
+    store, slow = MemoryStore(), Slow()
+    with trio.move_on_after(4):
+        async with open_daemon() as daemon, journalled(store) as (_, runs, _journal):
+            run = await runs.start(slow.workflow(), {"seconds": 100}, run_id="r")
+            await daemon.serve(runs)
+    outcome = await run.wait()
+    assert (outcome.status, outcome.reason) == ("interrupted", "cancelled (deadline)")
+    assert record_of(store.entries("r")[-1]).resumable is True
+    assert store.unfinished() == ["r"]
+
+
 async def test_the_signal_handlers_come_back_after_the_block(autojump_clock: Any) -> None:
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     async with open_daemon(signals=[signal.SIGTERM]) as daemon:

@@ -112,3 +112,50 @@ def test_the_first_cancel_reason_wins_in_every_same_instant_order(
 def test_the_orders_are_all_there() -> None:
     assert len(ORDERS) == 64 + 11
     assert len(set(ORDERS)) == len(ORDERS)
+
+
+@pytest.mark.parametrize(
+    ("order", "reason", "resumable"),
+    [
+        (("scope", "interrupt"), "scope", True),
+        (("interrupt", "scope"), "shutdown", True),
+        (("abort", "interrupt"), "abort", False),
+        (("interrupt", "abort"), "shutdown", True),
+        (("scope", "api"), "scope", False),
+        (("api", "interrupt"), "api", False),
+    ],
+)
+async def test_with_a_journal_an_interrupt_after_a_scope_cancel_stays_resumable(
+    autojump_clock: Any, order: tuple[str, ...], reason: str, resumable: bool
+) -> None:
+    """The first reason wins, and whether the run stays resumable is the interrupt's: a
+    daemon interrupting its runs because the scope around it was cancelled keeps them
+    for the next daemon (an abort, or an api cancel first, ends them for good)."""
+    from actors.journal import MemoryStore, record_of
+    from tests.journal_helpers import journalled
+
+    store = MemoryStore()
+    found: list[Any] = []
+    with trio.CancelScope() as around:
+        try:
+            async with journalled(store, workflows=[WF]) as (tree, runs, _journal):
+                run = await runs.start(WF, run_id="r")
+                found.append(run)
+                await trio.sleep(2)
+                for source in order:
+                    if source == "scope":
+                        around.cancel(reason=REASONS["scope"])
+                    elif source == "interrupt":
+                        run.interrupt(REASONS["interrupt"])
+                    elif source == "abort":
+                        tree.abort(REASONS["abort"])
+                    else:
+                        run.cancel(REASONS["api"])
+                await run.wait()
+        except CancelledError:
+            assert "abort" in order
+    (run,) = found
+    last = record_of(store.entries("r")[-1])
+    assert (last.name, last.reason, last.resumable) == ("run:cancelled", reason, resumable)
+    assert (await run.wait()).status == ("interrupted" if resumable else "cancelled")
+    assert store.unfinished() == (["r"] if resumable else [])

@@ -122,19 +122,26 @@ class Engine:
 
     def cancel(self, reason: str, *, resumable: bool = False) -> None:
         """Cancel the run with ``reason`` (the first reason wins; idempotent). The one
-        place the reason is decided: a cancel of the subtree already in effect (an abort,
-        a cancel of the runs) came first, and its reason is taken instead, for good.
+        place the reason is decided:
+
+        * a cancel of the subtree already in effect (an abort, a cancel of the runs)
+          came first: its reason, for good;
+        * else a cancel of a scope on its way — around the runs, or around a caller
+          waiting through ``Runs.run`` — that no task of the run has seen yet came first:
+          its reason. A shutdown's interrupt made meanwhile (a daemon's, in reaction to
+          that very cancel) still leaves a journalled run resumable.
+
         ``resumable``: a shutdown interrupts the run, and a journalled run stays
         resumable (its ``run:cancelled`` says so)."""
         if self.cancelled is None and self.failure is None:
-            # An abort (or a cancel of the runs), or a cancel of a scope around them
-            # that has not reached this run's task yet: either came first.
-            outside = self.subtree_cancel() or cancelled_around(self.scope)
-            if outside is None and self.enclosing is not None:  # not driven yet
-                outside = cancelled_around(self.enclosing)
-            outside = outside or self.run.caller_cancel()
-            if outside is not None:
-                reason, resumable = outside, False
+            aborted = self.subtree_cancel()
+            if aborted is not None:
+                reason, resumable = aborted, False
+            else:
+                around = cancelled_around(self.scope)
+                if around is None and self.enclosing is not None:  # not driven yet
+                    around = cancelled_around(self.enclosing)
+                reason = around or self.run.caller_cancel() or reason
             self.cancelled = reason
             self.resumable = resumable and self.run.journaled is not None
             self.scope.cancel(reason=reason)
