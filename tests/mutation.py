@@ -140,6 +140,7 @@ _EXPLICIT: Final[Mapping[str, tuple[str, ...]]] = {
         "tests/test_pool_escalation.py",
         "tests/test_pool_hedge.py",
         "tests/test_pool_waits.py",
+        "tests/test_pool_chain_mutants.py",
     ),
     "supervisors/pool/routing.py": ("tests/test_pool_fatal.py",),
     "actors/tools/grants.py": (
