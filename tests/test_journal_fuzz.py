@@ -401,7 +401,10 @@ async def test_row_level_edits_on_postgres_lose_no_run_silently(
 
     PostgresStore(postgres_dsn).close()  # the tables
     tally: Counter[str] = Counter()
-    cases = [("none", "SELECT 1", {}), *ROW_CASES]
+    # The unfinished runs and one that ended (SQLite takes every run: the suite's time).
+    mine = [case for case in ROW_CASES if case[2]["run"] in ("open1", "open2", "done1")]
+    assert len(mine) == 17 * 3
+    cases = [("none", "SELECT 1", {}), *mine]
     for case, sql, params in cases:
         _load_into_postgres(image, postgres_dsn)
         with psycopg.connect(postgres_dsn, autocommit=True) as db:
