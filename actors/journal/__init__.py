@@ -34,7 +34,14 @@ import importlib
 import warnings
 from typing import Any
 
-from actors.journal.integrity import damage_of, damaged, ends_for_good, sound, unfinished_of
+from actors.journal.integrity import (
+    damage_of,
+    damaged,
+    ends_for_good,
+    readable_id,
+    sound,
+    unfinished_of,
+)
 from actors.journal.leases import LeaseHolder, lease_lost
 from actors.journal.memory import MemoryStore
 from actors.journal.postgres import PostgresStore
@@ -111,6 +118,7 @@ __all__ = [
     "entry_of",
     "header_checksum",
     "lease_lost",
+    "readable_id",
     "record_of",
     "sound",
     "unfinished_of",

@@ -130,9 +130,7 @@ def damaged(store: JournalStore) -> list[ActorError]:
     for tail in store.tails():
         run_id = tail.run_id
         try:
-            if type(run_id) is not str or not run_id:
-                raise corrupt(str(run_id), None, f"a run's id cannot be read ({run_id!r:.64})")
-            sound(run_id, *store.stored(run_id))
+            sound(readable_id(run_id), *store.stored(run_id))
         except ActorError as error:
             if error.code is not Code.EVENT_LOG_CORRUPT:
                 raise
@@ -140,6 +138,14 @@ def damaged(store: JournalStore) -> list[ActorError]:
         except Exception as exc:  # noqa: BLE001 - classified: a value of the wrong kind
             found.append(damage_of(str(run_id), exc))
     return found
+
+
+def readable_id(run_id: object) -> str:
+    """A run id a listing returned, when it is one (a non-empty string); else
+    ``event_log_corrupt``: a damaged row or record left something else in its place."""
+    if type(run_id) is not str or not run_id:
+        raise corrupt(str(run_id), None, f"a run's id cannot be read ({run_id!r:.64})")
+    return run_id
 
 
 def damage_of(run_id: str, failure: BaseException) -> ActorError:

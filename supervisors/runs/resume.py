@@ -20,7 +20,7 @@ import trio
 
 from actors import ActorError, Code
 from actors.events import JournalAdoptFailed, RunNotResumed
-from actors.journal import corrupt, corrupt_seq, damage_of, sound
+from actors.journal import corrupt, corrupt_seq, damage_of, readable_id, sound
 from actors.lowlevel import emit
 from supervisors.resilience.budget import Budget, Price
 from supervisors.runs.graph import Workflow
@@ -150,9 +150,7 @@ async def resume_unfinished(runs: RunsToResume, *, thorough: bool = True) -> tup
         if run_id in runs.live or run_id in runs.not_resumed:
             continue
         try:
-            if type(run_id) is not str or not run_id:  # a damaged row or record
-                raise corrupt(str(run_id), None, f"a run's id cannot be read ({run_id!r:.64})")
-            resumed.append(await resume_run(runs, run_id, listed=True))
+            resumed.append(await resume_run(runs, readable_id(run_id), listed=True))
         except Exception as exc:
             error = exc if isinstance(exc, ActorError) else damage_of(str(run_id), exc)
             if error.code is Code.PERSISTENCE_UNAVAILABLE or error.code is Code.ACTOR_STOPPED:
