@@ -37,6 +37,7 @@ a test left out of the row cannot kill anything.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shutil
 import subprocess
@@ -330,6 +331,27 @@ def run_mutmut(scratch: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def declarations_only(source: str) -> bool:
+    """Whether ``source`` has no function body that runs: every function's body is a
+    docstring, ``...`` or ``pass`` (a ``Protocol``), or there is no function at all (a
+    module of constants, classes of fields and enums). mutmut mutates function bodies
+    only, so such a module has no mutant a test can kill; its literals are measured by
+    the constant table (``make mutate-constants-all``)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for statement in node.body:
+                if isinstance(statement, ast.Pass):
+                    continue
+                if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                    continue  # a docstring, or ``...``
+                return False
+    return True
+
+
+#: The report of a module with no function body to mutate (:func:`declarations_only`).
+NO_BODY: Final = "no function body to mutate (declarations and constants only)"
+
+
 def mutate(module: str, *, max_children: int, show: bool, keep: bool) -> str:
     """Run mutmut on ``module`` in a scratch copy; the report to print."""
     tests = TESTS_BY_MODULE.get(module)
@@ -340,6 +362,8 @@ def mutate(module: str, *, max_children: int, show: bool, keep: bool) -> str:
     missing = [name for name in (module, *tests) if not (root / name).is_file()]
     if missing:
         raise ToolError(f"missing: {', '.join(missing)}")
+    if declarations_only((root / module).read_text(encoding="utf-8")):
+        return f"{module}: {NO_BODY}"
     scratch = Path(tempfile.mkdtemp(prefix=Path(module).stem + "-", dir=scratch_base()))
     try:
         files = repository_files(root)
@@ -457,7 +481,10 @@ def mutate_all(prefixes: Sequence[str], *, max_children: int, write: Path | None
             report = f"{module}: failed ({first})"
             rows.append(f"| `{module}` | — | failed: {first} | — | — | `{measured}` |")
         else:
-            rows.append(score_row(module, report, measured))
+            if report.endswith(NO_BODY):
+                rows.append(f"| `{module}` | — | none: {NO_BODY} | — | — | `{measured}` |")
+            else:
+                rows.append(score_row(module, report, measured))
         print(report, flush=True)
         reports.append(report)
         if write is not None:  # after each module: an interrupted run keeps what it measured

@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.mutation import (
+    NO_BODY,
     TABLE_BEGIN,
     TABLE_END,
     TESTS_BY_MODULE,
     ToolError,
     _rows_outside,
+    declarations_only,
+    mutate,
     replace_table,
     score_row,
     score_table,
@@ -81,3 +84,33 @@ def test_a_partial_run_keeps_the_rows_of_other_modules() -> None:
 def test_the_contributing_page_has_the_markers() -> None:
     page = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
     assert page.index(TABLE_BEGIN) < page.index(TABLE_END)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "X = 1\nclass A:\n    y: int = 2\n",
+        'class P(Protocol):\n    def f(self) -> int:\n        """Doc."""\n        ...\n',
+        "def f() -> None:\n    pass\n",
+    ],
+)
+def test_a_module_without_function_bodies_has_nothing_to_mutate(source: str) -> None:
+    assert declarations_only(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f() -> int:\n    return 1\n",
+        'class P:\n    def f(self) -> None:\n        """Doc."""\n        print()\n',
+        "async def f() -> None:\n    ...\n    await g()\n",
+    ],
+)
+def test_a_module_with_a_function_body_is_mutated(source: str) -> None:
+    assert not declarations_only(source)
+
+
+def test_the_state_declarations_are_reported_as_such_not_as_failed() -> None:
+    for module in ("supervisors/state/base.py", "supervisors/state/redis_scripts.py"):
+        report = mutate(module, max_children=1, show=False, keep=False)
+        assert report == f"{module}: {NO_BODY}"
