@@ -302,14 +302,24 @@ class Tools:
         node_id: str | None,
     ) -> ToolResult:
         """The common call (no timeout, a host to run it): its first attempt without the
-        retry loop's scaffolding; a failed one goes on in :meth:`_attempts`."""
+        retry loop's scaffolding; a failed one goes on in :meth:`_attempts`, told when the
+        first attempt began (the retry policy's ``deadline`` counts from there, as it
+        does when :meth:`_attempts` makes the first attempt itself). An attempt's copy of
+        nested arguments that fails is left to :meth:`_attempts` too, which makes the same
+        copy and reports its failure as for any attempt (``tool`` set, one
+        ``tool.call_failed``)."""
+        began = trio.current_time()
+        if nested:
+            try:
+                sent = deep_copy(arguments)
+            except ActorError:
+                call = Call(name, arguments, nested, NONE, None, key, run_id, node_id)
+                return await self._attempts(entry, call, None, began)
+        else:
+            sent = arguments
         try:
             reply, failed = await workers.send(
-                RunTool(
-                    name,
-                    deep_copy(arguments) if nested else arguments,
-                    ToolContext(name, key, 1, run_id, node_id),
-                )
+                RunTool(name, sent, ToolContext(name, key, 1, run_id, node_id))
             )
         except trio.Cancelled:
             emit(ToolCallFailed(tool=name, code=str(Code.CANCELLED), attempts=1, key=key))
@@ -317,28 +327,37 @@ class Tools:
         if failed is not None:
             # The grants were checked: the retries need the rest of the call.
             call = Call(name, arguments, nested, NONE, None, key, run_id, node_id)
-            return await self._attempts(entry, call, failed)
+            return await self._attempts(entry, call, failed, began)
         try:
             return result_of(entry, name, reply, 1, key)
         except ActorError as error:
             emit(ToolCallFailed(tool=name, code=str(error.code), attempts=1, key=key))
             raise
 
-    async def _attempts(self, entry: ToolEntry, call: Call, first: Exception | None) -> ToolResult:
+    async def _attempts(
+        self,
+        entry: ToolEntry,
+        call: Call,
+        first: Exception | None,
+        began: float | None = None,
+    ) -> ToolResult:
         """The attempts of ``call`` on ``entry``'s workers (see the module docstring): one
         coroutine, the retry loop inside the call's timeout scope (none without one).
-        ``first``: how a first attempt made by :meth:`_first` failed."""
+        ``first``: how a first attempt made by :meth:`_first` failed; ``began``: when
+        :meth:`_first` began the call (``None``: now) — the retry policy's ``deadline``
+        counts from the first attempt's start, whichever method made it."""
         name, arguments, nested = call.name, call.arguments, call.nested
         context = ToolContext(name, call.key, 1, call.run_id, call.node_id)
         attempt = 0
+        now = trio.current_time()
         deadline = math.inf
         scope: AbstractContextManager[Any] = _NO_SCOPE
         if call.timeout is not None:
-            deadline = trio.current_time() + call.timeout
+            deadline = now + call.timeout
             scope = trio.CancelScope(deadline=deadline)
         policy = entry.retry
         if policy is not None and policy.deadline is not None:
-            deadline = min(deadline, trio.current_time() + policy.deadline)
+            deadline = min(deadline, (now if began is None else began) + policy.deadline)
         try:
             with scope:
                 while True:
