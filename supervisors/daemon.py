@@ -39,9 +39,9 @@ from typing import Final
 import trio
 
 from actors import ActorError, Code
+from actors.checks import grace_seconds
 from actors.events import DaemonStopping
 from actors.lowlevel import emit, open_nursery_unwrapped
-from supervisors.checks import grace_seconds
 from supervisors.runs import Runs, ShutdownSummary
 
 #: The signals a daemon shuts down on by default.

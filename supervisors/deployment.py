@@ -51,8 +51,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
 from actors import ActorError, Code
-from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
-from supervisors.checks import (
+from actors.checks import (
     CHECK,
     Check,
     FieldProblem,
@@ -63,6 +62,7 @@ from supervisors.checks import (
     seconds,
     shown,
 )
+from actors.providers import AnthropicProvider, OpenAIProvider, ProviderConfig
 from supervisors.pool import ProviderPool, Target
 from supervisors.resilience.ratelimit import RateLimit, RateLimiter
 from supervisors.resilience.resilient import Resilience

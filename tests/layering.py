@@ -51,6 +51,7 @@ PACKAGES = ("actors", "supervisors")
 PUBLIC_ACTORS_MODULES = frozenset(
     {
         "actors",
+        "actors.checks",
         "actors.events",
         "actors.lowlevel",
         "actors.nodes",

@@ -7,6 +7,7 @@ import pytest
 
 from actors import ActorError, Code
 from actors.testing.chaos import Fault, FaultScript, load_script
+from actors.testing.chaos.script import FAULT_KINDS, ROUTES
 
 
 def test_a_fault_for_one_model_is_passed_by_for_another_and_stays_in_its_place() -> None:
@@ -59,7 +60,7 @@ def test_load_script_reads_the_model() -> None:
         ('[[faults]]\nkind = "hang"\nmodel = 3\n', "expected str, got int @ $.faults[0].model"),
         (
             '[[faults]]\nkind = "hang"\n[[faults]]\nkind = "hang"\nseconds = -1\n',
-            "Fault.seconds must be a finite number >= 0, got -1.0 @ $.faults[1]",
+            "Fault.seconds must be a finite number of seconds >= 0, got -1.0 @ $.faults[1]",
         ),
         (
             '[[faults]]\nkind = "status"\nstatus = 101\n',
@@ -87,7 +88,7 @@ def test_load_script_reads_the_model() -> None:
         ),
         (
             "[probabilities]\nhtml = 1.5\n",
-            "FaultScript.probabilities.html must be from 0 to 1, got 1.5 @ $",
+            "FaultScript.probabilities.html must be a number from 0 to 1, got 1.5 @ $",
         ),
     ],
     ids=[
@@ -112,7 +113,9 @@ def test_load_script_refuses_what_the_server_could_not_play(toml: str, problem: 
 
 
 def test_a_fault_built_in_code_is_checked_too() -> None:
-    with pytest.raises(ActorError, match=r"Fault\.seconds must be a finite number >= 0, got inf"):
+    with pytest.raises(
+        ActorError, match=r"Fault\.seconds must be a finite number of seconds >= 0, got inf"
+    ):
         Fault(kind="latency", seconds=float("inf"))
     with pytest.raises(ActorError, match=r"Fault\.headers has X\-Y with CR, LF or NUL"):
         Fault(kind="status", headers={"X-Y": "a\r\nb"})
@@ -123,3 +126,134 @@ def test_a_chance_fault_only_of_a_kind_that_fits_the_request() -> None:
     assert [script.next("openai", stream=False) for _ in range(3)] == [None] * 3
     fault = script.next("openai", stream=True)
     assert fault is not None and fault.kind == "cut_stream"  # the first in name order
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"kind": "503"},
+            "Fault.kind must be one of 'status', 'html', 'malformed_json', 'latency', 'hang', "
+            "'reset_before', 'reset_mid', 'cut_stream', 'stream_error', 'slow_stream', "
+            "'content_filter', 'context_length', got '503'",
+        ),
+        (
+            {"kind": "status", "route": "openia"},
+            "Fault.route must be one of 'openai', 'anthropic', '*', got 'openia'",
+        ),
+        ({"kind": "hang", "model": ""}, "Fault.model must be a non-empty string, got ''"),
+        ({"kind": "hang", "model": 3}, "Fault.model must be a non-empty string, got 3"),
+        ({"kind": "status", "body": b"x"}, "Fault.body must be a string, got b'x'"),
+        ({"kind": "cut_stream", "clean": "no"}, "Fault.clean must be true or false, got 'no'"),
+        (
+            {"kind": "latency", "seconds": float("nan")},
+            "Fault.seconds must be a finite number of seconds >= 0, got nan",
+        ),
+        (
+            {"kind": "latency", "seconds": True},
+            "Fault.seconds must be a finite number of seconds >= 0, got True",
+        ),
+        ({"kind": "status", "times": -1}, "Fault.times must be an integer >= 0, got -1"),
+        ({"kind": "status", "times": 1.0}, "Fault.times must be an integer >= 0, got 1.0"),
+        ({"kind": "cut_stream", "after": None}, "Fault.after must be an integer >= 0, got None"),
+        (
+            {"kind": "status", "headers": [("a", "b")]},
+            "Fault.headers must be a table of header names to values, got [('a', 'b')]",
+        ),
+        (
+            {"kind": "status", "headers": {"retry-after": 3}},
+            "Fault.headers has 'retry-after': 3, not two strings",
+        ),
+    ],
+    ids=[
+        "kind-typo",
+        "route-typo",
+        "model-empty",
+        "model-int",
+        "body-bytes",
+        "clean-str",
+        "seconds-nan",
+        "seconds-bool",
+        "times-negative",
+        "times-float",
+        "after-none",
+        "headers-list",
+        "header-int",
+    ],
+)
+def test_a_fault_the_server_could_not_play_is_refused_as_it_is_built(
+    fields: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ActorError) as caught:
+        Fault(**fields)  # type: ignore[arg-type]
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert caught.value.message == message
+
+
+def test_every_kind_and_route_is_accepted_and_the_defaults_are_pinned() -> None:
+    for kind in FAULT_KINDS:
+        for route in ROUTES:
+            assert Fault(kind=kind, route=route).route == route  # type: ignore[arg-type]
+    fault = Fault(kind="status")
+    assert (fault.route, fault.model, fault.status, fault.headers, fault.body) == (
+        "*",
+        None,
+        500,
+        {},
+        None,
+    )
+    assert (fault.seconds, fault.after, fault.clean, fault.times) == (0.0, 2, True, 1)
+    assert len(FAULT_KINDS) == 12 and ROUTES == ("openai", "anthropic", "*")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"faults": [{"kind": "status"}]},
+            "FaultScript.faults[0] must be a Fault, got dict",
+        ),
+        ({"faults": (Fault(kind="hang"),)}, "FaultScript.faults must be a list of Fault, got"),
+        (
+            {"probabilities": {"503": 0.5}},
+            "FaultScript.probabilities has a key that must be one of 'status',",
+        ),
+        (
+            {"probabilities": {"html": "0.5"}},
+            "FaultScript.probabilities.html must be a number from 0 to 1, got '0.5'",
+        ),
+        (
+            {"probabilities": {"html": float("nan")}},
+            "FaultScript.probabilities.html must be a number from 0 to 1, got nan",
+        ),
+        ({"seed": -1}, "FaultScript.seed must be an integer >= 0, got -1"),
+        ({"seed": "1"}, "FaultScript.seed must be an integer >= 0, got '1'"),
+    ],
+    ids=[
+        "fault-dict",
+        "faults-tuple",
+        "kind-key",
+        "probability-str",
+        "probability-nan",
+        "seed",
+        "seed-str",
+    ],
+)
+def test_a_script_the_server_could_not_play_is_refused_as_it_is_built(
+    fields: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ActorError) as caught:
+        FaultScript(**fields)  # type: ignore[arg-type]
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert caught.value.message.startswith(message)
+
+
+def test_load_script_refuses_an_unknown_route_and_probability_kind() -> None:
+    with pytest.raises(ActorError) as caught:
+        load_script('[[faults]]\nkind = "status"\nroute = "openia"\n')
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert "@ $.faults[0].route" in caught.value.message
+    with pytest.raises(ActorError) as caught:
+        load_script("[probabilities]\nstatuss = 0.5\n")
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert "probabilities" in caught.value.message

@@ -212,7 +212,7 @@ def test_r2_a_supervisors_module_importing_a_private_actors_module(tmp_path: Pat
         },
     )
     rule = (
-        "which is not public (supervisors/ import from actors, actors.events, "
+        "which is not public (supervisors/ import from actors, actors.checks, actors.events, "
         "actors.journal, actors.lowlevel, actors.nodes, actors.providers, actors.tools only)"
     )
     assert violations(root) == [

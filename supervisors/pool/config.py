@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from actors import ActorError, Code
-from supervisors.checks import as_float
+from actors.checks import as_float
 
 
 def invalid(field: str, expected: str, value: Any) -> ActorError:
@@ -20,7 +20,7 @@ def invalid(field: str, expected: str, value: Any) -> ActorError:
 
 def seconds_or_none(field: str, value: Any, *, positive: bool = False) -> float | None:
     """``value`` as float seconds: ``None``, or a finite number >= 0 (> 0 with
-    ``positive``) as :func:`~supervisors.checks.as_float` reads numbers. NaN, infinities,
+    ``positive``) as :func:`~actors.checks.as_float` reads numbers. NaN, infinities,
     negatives, bools, huge ints and non-numbers are refused."""
     if value is None:
         return None

@@ -36,9 +36,9 @@ import attrs
 import trio
 
 from actors import ActorError, Code, Usage
+from actors.checks import as_float
 from actors.events import BudgetPaused, BudgetWarning, Event
 from actors.lowlevel import emit
-from supervisors.checks import as_float
 from supervisors.state import MemoryState, StateBackend
 
 OnExceed = Literal["fail", "warn", "pause"]

@@ -22,8 +22,8 @@ import attrs
 import trio
 
 from actors import ActorError, Code
+from actors.checks import grace_seconds
 from actors.events import RunCancelled, RunEvent
-from supervisors.checks import grace_seconds
 from supervisors.runs.run import Run
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from actors import ActorError, Code
-from supervisors.checks import int_at_least, positive_finite
+from actors.checks import int_at_least, positive_finite
 
 
 def positive(name: str, value: object, *, integer: bool = False) -> None:

@@ -44,8 +44,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
 from actors import Actor, ActorError, Code
-from actors.lowlevel import DEFAULT_CAPACITY, Overflow
-from supervisors.checks import (
+from actors.checks import (
     CHECK,
     Check,
     FieldProblem,
@@ -62,7 +61,8 @@ from supervisors.checks import (
     problems_of,
     str_keyed_mapping,
 )
-from supervisors.checks import shown as _show
+from actors.checks import shown as _show
+from actors.lowlevel import DEFAULT_CAPACITY, Overflow
 from supervisors.tree.backoff import Backoff
 from supervisors.tree.policy import Policy
 
@@ -73,7 +73,7 @@ Shutdown = float | Literal["brutal"]
 
 DEFAULT_SHUTDOWN = 5.0
 
-# --- field checks (the generic ones are supervisors.checks') ----------------------------
+# --- field checks (the generic ones are actors.checks') ----------------------------
 #
 # Every field's rule lives in its attrs metadata under CHECK: a function returning what is
 # wrong with a value ("must be ..., got ...") or None. Specs built in code run them all in

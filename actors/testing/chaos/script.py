@@ -15,7 +15,6 @@ recorded and ignored: a stream-only kind waits for a streaming request, a fault 
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import tomllib
@@ -26,6 +25,17 @@ import attrs
 import cattrs
 from cattrs.v import format_exception
 
+from actors.checks import (
+    fraction,
+    int_at_least,
+    is_bool,
+    is_str,
+    non_empty_str,
+    one_of,
+    optional,
+    seconds,
+    validator,
+)
 from actors.errors import ActorError, Code
 
 FaultKind = Literal[
@@ -43,6 +53,10 @@ FaultKind = Literal[
     "context_length",
 ]
 Route = Literal["openai", "anthropic", "*"]
+#: Every fault kind, in :data:`FaultKind`'s order (what ``Fault.kind`` accepts).
+FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+#: Every route (what ``Fault.route`` accepts).
+ROUTES: tuple[str, ...] = Route.__args__  # type: ignore[attr-defined]
 
 #: Kinds that only a streaming request can be given (they wait in the queue for one).
 STREAM_ONLY = frozenset({"cut_stream", "stream_error", "slow_stream"})
@@ -64,17 +78,6 @@ def _invalid(
     return ActorError.from_code(Code.CONFIG_INVALID, f"{where} {problem}")
 
 
-def _seconds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and value >= 0):
-        raise _invalid(instance, attribute, f"must be a finite number >= 0, got {value!r}")
-
-
-def _count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _invalid(instance, attribute, f"must be an integer >= 0, got {value!r}")
-
-
 def _status(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 200 <= value <= 999:
         raise _invalid(
@@ -85,7 +88,13 @@ def _status(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 def _headers(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, dict):
+        raise _invalid(
+            instance, attribute, f"must be a table of header names to values, got {value!r:.60}"
+        )
     for name, text in value.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise _invalid(instance, attribute, f"has {name!r:.60}: {text!r:.60}, not two strings")
         if not _TOKEN.fullmatch(name):
             raise _invalid(instance, attribute, f"has {name!r}, which is not a header name")
         if name.lower() in _FRAMING:
@@ -103,22 +112,26 @@ class Fault:
     when set, narrows the requests the fault fits to those whose JSON ``model`` equals
     it; a request for another model passes it by and it stays queued, in its place.
 
-    Values the server could not play raise ``config_invalid`` naming the field: a
-    ``status`` outside 200 to 999 or one without a body (204, 304), a negative or
-    infinite ``seconds``, a negative ``after`` or ``times``, a header that is not a header
-    or that frames the answer (``content-length``, ``transfer-encoding``, ``connection``).
+    Values the server could not play raise ``config_invalid`` naming the field (the
+    checks of :mod:`actors.checks`, as for every config): a ``kind`` or ``route`` it does
+    not know (a typo would otherwise be a chaos test with no chaos in it), a ``model``
+    that is not a non-empty string, a ``status`` outside 200 to 999 or one without a
+    body (204, 304), a negative, NaN or infinite ``seconds``, a negative ``after`` or
+    ``times``, a header that is not a header or that frames the answer
+    (``content-length``, ``transfer-encoding``, ``connection``), a ``body`` that is not a
+    string, a ``clean`` that is not a bool.
     """
 
-    kind: FaultKind
-    route: Route = "*"
-    model: str | None = None
+    kind: FaultKind = attrs.field(validator=validator(one_of(FAULT_KINDS)))
+    route: Route = attrs.field(default="*", validator=validator(one_of(ROUTES)))
+    model: str | None = attrs.field(default=None, validator=validator(optional(non_empty_str)))
     status: int = attrs.field(default=500, validator=_status)
     headers: dict[str, str] = attrs.field(factory=dict, validator=_headers)
-    body: str | None = None
-    seconds: float = attrs.field(default=0.0, validator=_seconds)
-    after: int = attrs.field(default=2, validator=_count)
-    clean: bool = True
-    times: int = attrs.field(default=1, validator=_count)
+    body: str | None = attrs.field(default=None, validator=validator(optional(is_str)))
+    seconds: float = attrs.field(default=0.0, validator=validator(seconds(zero=True)))
+    after: int = attrs.field(default=2, validator=validator(int_at_least(0)))
+    clean: bool = attrs.field(default=True, validator=validator(is_bool))
+    times: int = attrs.field(default=1, validator=validator(int_at_least(0)))
 
     def fits(self, *, stream: bool, model: str | None) -> bool:
         """Whether the fault can be played on a request (see the class docstring)."""
@@ -128,10 +141,24 @@ class Fault:
 
 
 def _probabilities(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, dict):
+        raise _invalid(instance, attribute, f"must be a table of fault kinds, got {value!r:.60}")
     for kind, probability in value.items():
-        if not 0.0 <= probability <= 1.0:
-            problem = f"must be from 0 to 1, got {probability!r}"
+        problem = one_of(FAULT_KINDS)(kind)
+        if problem is not None:
+            raise _invalid(instance, attribute, f"has a key that {problem}")
+        problem = fraction(probability)
+        if problem is not None:
             raise _invalid(instance, attribute, problem, key=f".{kind}")
+
+
+def _faults(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, list):
+        raise _invalid(instance, attribute, f"must be a list of Fault, got {value!r:.60}")
+    for index, fault in enumerate(value):
+        if not isinstance(fault, Fault):
+            problem = f"must be a Fault, got {type(fault).__name__}"
+            raise _invalid(instance, attribute, problem, key=f"[{index}]")
 
 
 @attrs.define(kw_only=True)
@@ -145,9 +172,9 @@ class FaultScript:
     :meth:`push` to queue more while the server runs.
     """
 
-    faults: list[Fault] = attrs.Factory(list)
+    faults: list[Fault] = attrs.field(factory=list, validator=_faults)
     probabilities: dict[FaultKind, float] = attrs.field(factory=dict, validator=_probabilities)
-    seed: int = 0
+    seed: int = attrs.field(default=0, validator=validator(int_at_least(0)))
     _queues: dict[str, deque[Fault]] = attrs.field(init=False, factory=dict)
     _random: random.Random = attrs.field(init=False, factory=random.Random)
 

@@ -1,5 +1,8 @@
 """The checks every config value goes through, built in code or loaded from a file.
 
+Here, in ``actors``, so that both layers use one set: the supervisors' specs, pools,
+budgets and deployment, and the actors' own config (the chaos server's faults).
+
 One set of checks for seconds, counts, fractions, enums and names: each is a function
 returning what is wrong with a value (``"must be ..., got ..."``) or ``None``. A config
 class keeps each field's check in its attrs ``metadata`` (:func:`checked`); built in
@@ -23,7 +26,32 @@ from typing import Any, Final
 
 import attrs
 
-from actors import ActorError, Code
+from actors.errors import ActorError, Code
+
+__all__ = [
+    "CHECK",
+    "Check",
+    "FieldProblem",
+    "as_float",
+    "checked",
+    "finite_non_negative",
+    "fraction",
+    "grace_seconds",
+    "int_at_least",
+    "is_bool",
+    "is_str",
+    "is_tuple",
+    "non_empty_str",
+    "one_of",
+    "optional",
+    "per_minute",
+    "positive_finite",
+    "problems_of",
+    "seconds",
+    "shown",
+    "str_keyed_mapping",
+    "validator",
+]
 
 
 class FieldProblem(ValueError):
@@ -69,7 +97,7 @@ def as_float(value: Any) -> float | None:
 
 Check = Callable[[Any], "str | None"]
 #: The attrs metadata key under which a field keeps its check.
-CHECK: Final = "supervisors.checks.check"
+CHECK: Final = "actors.checks.check"
 
 
 def checked(check: Check) -> dict[str, Check]:
@@ -185,3 +213,24 @@ def problems_of(spec: attrs.AttrsInstance) -> list[str]:
             joint = "" if problem.startswith((".", "[")) else " "
             problems.append(f"{field.name}{joint}{problem}")
     return problems
+
+
+def validator(check: Check) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """An attrs validator running ``check``: ``config_invalid`` naming the class and the
+    field (``Fault.kind must be one of ...``) — for a class that refuses a bad value as it
+    is built, field by field, rather than all its fields at once (:func:`problems_of`)."""
+
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        problem = check(value)
+        if problem is not None:
+            joint = "" if problem.startswith((".", "[")) else " "
+            raise ActorError.from_code(
+                Code.CONFIG_INVALID, f"{type(instance).__name__}.{attribute.name}{joint}{problem}"
+            )
+
+    return validate
+
+
+def is_str(value: Any) -> str | None:
+    """A string (empty allowed)."""
+    return None if isinstance(value, str) else f"must be a string, got {shown(value)}"
