@@ -21,8 +21,10 @@ decides whether it allows them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -34,9 +36,12 @@ __all__ = [
     "FieldProblem",
     "as_float",
     "checked",
+    "env_variable",
     "finite_non_negative",
     "fraction",
     "grace_seconds",
+    "http_url",
+    "instance_of",
     "int_at_least",
     "is_bool",
     "is_str",
@@ -117,16 +122,23 @@ def one_of(choices: tuple[str, ...]) -> Check:
     return check
 
 
-def int_at_least(minimum: int, *, optional: bool = False) -> Check:
-    """An ``int`` (not a ``bool``) >= ``minimum``; ``None`` too when ``optional``."""
+def int_at_least(minimum: int, *, optional: bool = False, at_most: int | None = None) -> Check:
+    """An ``int`` (not a ``bool``) >= ``minimum`` (and <= ``at_most`` when given);
+    ``None`` too when ``optional``."""
 
     def check(value: Any) -> str | None:
         if value is None and optional:
             return None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and value >= minimum
+            and (at_most is None or value <= at_most)
+        ):
             return None
         alternative = " or None" if optional else ""
-        return f"must be an integer >= {minimum}{alternative}, got {shown(value)}"
+        bound = f">= {minimum}" if at_most is None else f"from {minimum} to {at_most}"
+        return f"must be an integer {bound}{alternative}, got {shown(value)}"
 
     return check
 
@@ -136,17 +148,24 @@ def optional(check: Check) -> Check:
     return lambda value: None if value is None else check(value)
 
 
-def seconds(*, zero: bool = False, optional: bool = False) -> Check:
-    """Finite seconds > 0 (``zero``: >= 0); ``None`` too when ``optional``."""
+def seconds(*, zero: bool = False, optional: bool = False, at_most: float = math.inf) -> Check:
+    """Finite seconds > 0 (``zero``: >= 0), at most ``at_most``; ``None`` too when
+    ``optional``."""
 
     def check(value: Any) -> str | None:
         number = as_float(value)
         if (value is None and optional) or (
-            number is not None and math.isfinite(number) and (number >= 0 if zero else number > 0)
+            number is not None
+            and math.isfinite(number)
+            and (number >= 0 if zero else number > 0)
+            and number <= at_most
         ):
             return None
         bound = ">= 0" if zero else "> 0"
-        return f"must be a finite number of seconds {bound}, got {shown(value)}"
+        most = ""
+        if at_most != math.inf:
+            most = f" (at most {int(at_most) if float(at_most).is_integer() else at_most})"
+        return f"must be a finite number of seconds {bound}{most}, got {shown(value)}"
 
     return check
 
@@ -229,6 +248,55 @@ def validator(check: Check) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
             )
 
     return validate
+
+
+def instance_of(kind: type) -> Check:
+    """An instance of ``kind`` (a class of this project: a ``Backoff``, a ``RetryPolicy``)."""
+
+    def check(value: Any) -> str | None:
+        if isinstance(value, kind):
+            return None
+        return f"must be a {kind.__name__}, got {type(value).__name__}"
+
+    return check
+
+
+_VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def env_variable(*, optional: bool = False) -> Check:
+    """The *name* of an environment variable (letters, digits, ``_``; ``None`` too when
+    ``optional``). A value that is not a name is not shown in the message: it is most
+    likely the secret pasted in its place."""
+
+    def check(value: Any) -> str | None:
+        if (value is None and optional) or (
+            isinstance(value, str) and _VARIABLE.fullmatch(value) is not None
+        ):
+            return None
+        return (
+            "must be the name of an environment variable (letters, digits, _), not its"
+            " value (not shown)"
+        )
+
+    return check
+
+
+def http_url(value: Any) -> str | None:
+    """An absolute ``http://`` or ``https://`` URL with a host (``localhost:8080``, with
+    no scheme, is not one: every request to it would fail). A value holding ``@`` (user
+    information, maybe a password) is not shown."""
+    if isinstance(value, str):
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            parts = None
+        if parts is not None and parts.scheme in ("http", "https") and parts.hostname:
+            return None
+    seen = (
+        "a value with '@' (not shown)" if isinstance(value, str) and "@" in value else shown(value)
+    )
+    return f"must be an http:// or https:// URL with a host, got {seen}"
 
 
 def is_str(value: Any) -> str | None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -53,9 +52,10 @@ from cattrs.gen import make_dict_structure_fn, override
 from actors import ActorError, Code
 from actors.checks import (
     CHECK,
-    Check,
     FieldProblem,
     checked,
+    env_variable,
+    http_url,
     non_empty_str,
     optional,
     per_minute,
@@ -70,26 +70,6 @@ from supervisors.tree import Tree
 from supervisors.tree.spec import ChildSpec, SupervisorSpec, load_spec
 
 _ADAPTERS: Final = {"openai": OpenAIProvider, "anthropic": AnthropicProvider}
-
-
-_VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-
-
-def _variable(*, optional: bool = False) -> Check:
-    """The *name* of an environment variable. A value that is not a name is not shown
-    in the message: it is most likely the secret pasted in its place."""
-
-    def check(value: Any) -> str | None:
-        if (value is None and optional) or (
-            isinstance(value, str) and _VARIABLE.fullmatch(value) is not None
-        ):
-            return None
-        return (
-            "must be the name of an environment variable (letters, digits, _), not its"
-            " value (not shown)"
-        )
-
-    return check
 
 
 def _port(value: Any) -> str | None:
@@ -110,8 +90,8 @@ class ProviderSection:
     environment variable holding its key, timeouts, and optional rate limits."""
 
     kind: Literal["openai", "anthropic"] = attrs.field(metadata=checked(_kind))
-    base_url: str = attrs.field(metadata=checked(non_empty_str))
-    api_key_env: str = attrs.field(metadata=checked(_variable()))
+    base_url: str = attrs.field(metadata=checked(http_url))
+    api_key_env: str = attrs.field(metadata=checked(env_variable()))
     connect_timeout: float = attrs.field(default=5.0, metadata=checked(seconds()))
     read_timeout: float = attrs.field(default=60.0, metadata=checked(seconds()))
     requests_per_minute: float | None = attrs.field(default=None, metadata=checked(per_minute))
@@ -143,7 +123,7 @@ class JournalSection:
     ``lease_ttl`` for PostgreSQL."""
 
     path: str | None = attrs.field(default=None, metadata=checked(optional(non_empty_str)))
-    dsn_env: str | None = attrs.field(default=None, metadata=checked(_variable(optional=True)))
+    dsn_env: str | None = attrs.field(default=None, metadata=checked(env_variable(optional=True)))
     lease_ttl: float = attrs.field(default=30.0, metadata=checked(seconds()))
 
 

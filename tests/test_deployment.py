@@ -114,31 +114,38 @@ async def test_the_pieces_it_builds_serve_a_request(autojump_clock: Any) -> None
         ({"tree": "max_restarts = -1"}, "must be an integer >= 0, got -1 @ $.tree.max_restarts"),
         ({"tree": "bogus = 1"}, "extra fields found (bogus) @ $.tree"),
         (
-            {"alpha": 'kind = "grpc"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"'},
+            {"alpha": 'kind = "grpc"\nbase_url = "http://u"\napi_key_env = "ALPHA_KEY"'},
             "must be one of 'openai', 'anthropic', got 'grpc' @ $.providers['alpha'].kind",
         ),
         (
-            {"alpha": 'kind = "openai"\nbase_url = "u"\napi_key_env = "NOPE"'},
+            {"alpha": 'kind = "openai"\nbase_url = "http://u"\napi_key_env = "NOPE"'},
             "environment variable 'NOPE' is not set @ $.providers['alpha'].api_key_env",
         ),
         (
             {
-                "alpha": 'kind = "openai"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"\nread_timeout = 0'
+                "alpha": 'kind = "openai"\nbase_url = "http://u"\napi_key_env = "ALPHA_KEY"\nread_timeout = 0'
             },
             "must be a finite number of seconds > 0, got 0 @ $.providers['alpha'].read_timeout",
         ),
         (
             {
-                "alpha": 'kind = "openai"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"\ntokens_per_minute = -5'
+                "alpha": 'kind = "openai"\nbase_url = "http://u"\napi_key_env = "ALPHA_KEY"\ntokens_per_minute = -5'
             },
             "must be a finite number > 0 per minute, got -5 @ $.providers['alpha'].tokens_per_minute",
         ),
         (
-            {"alpha": 'kind = "openai"\nbase_url = "u"'},
+            {"alpha": 'kind = "openai"\nbase_url = "http://u"'},
             "required field missing @ $.providers['alpha'].api_key_env",
         ),
         (
-            {"alpha": 'kind = "openai"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"\nkey = "sk-x"'},
+            {"alpha": 'kind = "openai"\nbase_url = "localhost:8080"\napi_key_env = "ALPHA_KEY"'},
+            "must be an http:// or https:// URL with a host, got 'localhost:8080'"
+            " @ $.providers['alpha'].base_url",
+        ),
+        (
+            {
+                "alpha": 'kind = "openai"\nbase_url = "http://u"\napi_key_env = "ALPHA_KEY"\nkey = "sk-x"'
+            },
             "extra fields found (key) @ $.providers['alpha']",
         ),
         (
@@ -167,7 +174,7 @@ def test_each_problem_is_named_by_its_path(sections: dict[str, str], problem: st
 def test_every_problem_at_once_and_no_secret_in_them() -> None:
     text = config(
         daemon="grace = -1",
-        alpha='kind = "grpc"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"',
+        alpha='kind = "grpc"\nbase_url = "http://u"\napi_key_env = "ALPHA_KEY"',
         pool='targets = [{provider = "gamma", model = "m"}]',
     )
     with pytest.raises(ActorError) as caught:
@@ -224,7 +231,7 @@ async def test_the_pool_gets_the_options_and_no_limiter_without_limits(
     autojump_clock: Any,
 ) -> None:
     text = config(
-        alpha='kind = "openai"\nbase_url = "u"\napi_key_env = "ALPHA_KEY"',
+        alpha='kind = "openai"\nbase_url = "http://u"\napi_key_env = "ALPHA_KEY"',
         pool='targets = [{provider = "alpha", model = "a-1"}]\nhedge_after = 0.5',
     )
     deployment = load_deployment(text, environ=ENV)
@@ -265,7 +272,7 @@ def test_the_boundaries_that_are_allowed() -> None:
 
 def test_a_secret_pasted_in_place_of_its_variable_is_refused_and_never_shown() -> None:
     text = config(
-        alpha='kind = "openai"\nbase_url = "u"\napi_key_env = "gsk_LIVEKEYabcdef1234567890!"',
+        alpha='kind = "openai"\nbase_url = "http://u"\napi_key_env = "gsk_LIVEKEYabcdef1234567890!"',
         journal='dsn_env = "postgresql://app:hunter2pw@db.internal/runs"',
     )
     with pytest.raises(ActorError) as caught:
@@ -339,7 +346,7 @@ def test_a_number_too_large_for_a_float_is_named_not_an_unknown_error() -> None:
         "providers": {
             "alpha": {
                 "kind": "openai",
-                "base_url": "u",
+                "base_url": "http://u",
                 "api_key_env": "ALPHA_KEY",
                 "read_timeout": 10**400,
             }

@@ -129,24 +129,24 @@ def test_the_defaults_bound_every_stall_within_the_default_lease_ttl() -> None:
         (2_147_484, "2147484"),
     ],
 )
-def test_a_bad_number_of_seconds_is_input_validation_naming_the_field(
+def test_a_bad_number_of_seconds_is_config_invalid_naming_the_field(
     field: str, value: object, shown: str
 ) -> None:
     with pytest.raises(ActorError) as raised:
         PostgresTimeouts(**{field: value})  # type: ignore[arg-type]
-    assert raised.value.code == "input_validation"
+    assert raised.value.code == "config_invalid"
     assert str(raised.value) == (
-        f"[input_validation] PostgresTimeouts.{field} must be finite seconds > 0"
+        f"[config_invalid] PostgresTimeouts.{field} must be a finite number of seconds > 0"
         f" (at most 2147483), got {shown}"
     )
 
 
 @pytest.mark.parametrize("value", [0, -3, 1.5, True, "3", 2**31])
-def test_a_bad_keepalives_count_is_input_validation(value: object) -> None:
+def test_a_bad_keepalives_count_is_config_invalid(value: object) -> None:
     with pytest.raises(ActorError) as raised:
         PostgresTimeouts(keepalives_count=value)  # type: ignore[arg-type]
     assert str(raised.value) == (
-        "[input_validation] PostgresTimeouts.keepalives_count must be an int from 1 to"
+        "[config_invalid] PostgresTimeouts.keepalives_count must be an integer from 1 to"
         f" 2147483647, got {value!r}"
     )
 

@@ -74,8 +74,10 @@ def test_retry_policy_and_rules_defaults_and_bounds() -> None:
     policy = RetryPolicy(max_attempts=0, backoff=Backoff())
     assert (policy.honour_retry_after, policy.deadline) == (True, None)
     assert RetryRules(by_code={}).deadline is None
-    with pytest.raises(ValueError, match=r"^'max_attempts' must be >= 0: -1$"):
+    with pytest.raises(ActorError) as caught:
         RetryPolicy(max_attempts=-1, backoff=Backoff())
+    assert caught.value.code is Code.CONFIG_INVALID
+    assert caught.value.message == "RetryPolicy.max_attempts must be an integer >= 0, got -1"
 
 
 def test_rules_by_code_is_a_read_only_copy() -> None:

@@ -39,6 +39,7 @@ from typing import Any, Final
 
 import attrs
 
+from actors.checks import int_at_least, seconds, validator
 from actors.errors import ActorError, Code
 
 #: The most seconds a setting may have: PostgreSQL's timeouts are whole milliseconds in
@@ -47,24 +48,8 @@ MAX_SECONDS: Final = 2_147_483
 _MAX_COUNT: Final = 2_147_483_647
 
 
-def _seconds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """A finite number of seconds, > 0 and at most :data:`MAX_SECONDS` (not a bool)."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not (number and 0 < value <= MAX_SECONDS):  # NaN compares false; inf is too large
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION,
-            f"PostgresTimeouts.{attribute.name} must be finite seconds > 0 (at most"
-            f" {MAX_SECONDS}), got {value!r:.40}",
-        )
-
-
-def _count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or not 1 <= value <= _MAX_COUNT:
-        raise ActorError.from_code(
-            Code.INPUT_VALIDATION,
-            f"PostgresTimeouts.{attribute.name} must be an int from 1 to {_MAX_COUNT},"
-            f" got {value!r:.40}",
-        )
+_seconds = validator(seconds(at_most=MAX_SECONDS))
+_count = validator(int_at_least(1, at_most=_MAX_COUNT))
 
 
 def _ms(seconds: float) -> int:
@@ -81,8 +66,9 @@ def _whole(seconds: float) -> int:
 @attrs.frozen(kw_only=True)
 class PostgresTimeouts:
     """The bounds of a :class:`~actors.journal.postgres.PostgresStore`'s session (see the
-    module docstring), in seconds; ``input_validation`` naming the field for a bool,
-    NaN, an infinite, zero, negative or too large value, or not a number.
+    module docstring), in seconds; ``config_invalid`` naming the field (the checks of
+    :mod:`actors.checks`) for a bool, NaN, an infinite, zero, negative or too large
+    value, or not a number.
     ``keepalives_idle`` and ``keepalives_interval`` are applied in whole seconds,
     rounded up; the others in milliseconds, rounded up."""
 

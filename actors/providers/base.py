@@ -16,6 +16,14 @@ from typing import Any, Final, Literal, Protocol
 import attrs
 import trio
 
+from actors.checks import (
+    env_variable,
+    http_url,
+    int_at_least,
+    non_empty_str,
+    seconds,
+    validator,
+)
 from actors.errors import ActorError, Code, Failure, fail
 from actors.redact import register_secret
 from actors.usage import Usage
@@ -258,19 +266,29 @@ class ProviderConfig:
     ``max_response_bytes`` caps a non-streaming body, an error body, one SSE event, and
     the answer a stream assembles (text and tool calls, UTF-8 bytes) — not a stream's
     total on the wire; more is ``malformed_response``.
+
+    Checked as it is built, with the checks of :mod:`actors.checks` that a deployment
+    file's ``[providers]`` go through too: ``config_invalid`` naming the field for a
+    ``name`` that is not a non-empty string, a ``base_url`` that is not an ``http://``
+    or ``https://`` URL with a host, an ``api_key_env`` that is not the name of an
+    environment variable (not shown: it may be the key itself), a timeout that is not
+    finite seconds > 0, a size or count that is not an ``int`` >= 1. The key itself is
+    checked when the adapter starts.
     """
 
-    name: str
-    base_url: str
+    name: str = attrs.field(validator=validator(non_empty_str))
+    base_url: str = attrs.field(validator=validator(http_url))
     api_key: str | SecretSource | None = attrs.field(default=None, repr=False)
-    api_key_env: str | None = None
+    api_key_env: str | None = attrs.field(
+        default=None, validator=validator(env_variable(optional=True))
+    )
     models: Mapping[str, Capabilities] = attrs.field(factory=dict)
     default_capabilities: Capabilities = attrs.field(factory=Capabilities)
-    connect_timeout: float = 5.0
-    read_timeout: float = 60.0
-    max_response_bytes: int = 8 << 20
-    max_connections: int = 100
-    max_in_flight: int = 256
+    connect_timeout: float = attrs.field(default=5.0, validator=validator(seconds()))
+    read_timeout: float = attrs.field(default=60.0, validator=validator(seconds()))
+    max_response_bytes: int = attrs.field(default=8 << 20, validator=validator(int_at_least(1)))
+    max_connections: int = attrs.field(default=100, validator=validator(int_at_least(1)))
+    max_in_flight: int = attrs.field(default=256, validator=validator(int_at_least(1)))
 
     def capabilities(self, model: str) -> Capabilities:
         """What ``model`` can do: its entry in ``models``, else ``default_capabilities``."""

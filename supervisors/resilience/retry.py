@@ -44,6 +44,7 @@ import attrs
 import trio
 
 from actors import ActorError, Code, classify
+from actors.checks import Check, instance_of, int_at_least, is_bool, seconds, shown, validator
 from actors.events import RetryScheduled
 from actors.lowlevel import emit
 from supervisors.tree.backoff import Backoff
@@ -53,28 +54,58 @@ T = TypeVar("T")
 
 @attrs.frozen(kw_only=True)
 class RetryPolicy:
-    """One schedule: up to ``max_attempts`` retries spaced by ``backoff``."""
+    """One schedule: up to ``max_attempts`` retries spaced by ``backoff``.
 
-    max_attempts: int = attrs.field(validator=attrs.validators.ge(0))
-    backoff: Backoff
-    honour_retry_after: bool = True
-    deadline: float | None = None
+    Checked as it is built (:mod:`actors.checks`): ``config_invalid`` naming the field
+    for a ``max_attempts`` that is not an ``int`` >= 0, a ``backoff`` that is not a
+    :class:`Backoff`, an ``honour_retry_after`` that is not a bool, a ``deadline`` that is
+    not ``None`` or finite seconds > 0."""
+
+    max_attempts: int = attrs.field(validator=validator(int_at_least(0)))
+    backoff: Backoff = attrs.field(validator=validator(instance_of(Backoff)))
+    honour_retry_after: bool = attrs.field(default=True, validator=validator(is_bool))
+    deadline: float | None = attrs.field(default=None, validator=validator(seconds(optional=True)))
 
     def policy_for(self, error: ActorError) -> RetryPolicy | None:
         """This policy, for any retryable error."""
         return self if error.retryable else None
 
 
-def _frozen(mapping: Mapping[Code, RetryPolicy]) -> Mapping[Code, RetryPolicy]:
+def _frozen(mapping: Any) -> Any:
+    """A read-only copy of a mapping (anything else is kept, for :func:`_policies` to
+    refuse)."""
+    if not isinstance(mapping, Mapping):
+        return mapping
     return MappingProxyType(dict(mapping))
+
+
+def _policies(value: Any) -> str | None:
+    """A mapping of codes (:class:`~actors.Code`) to :class:`RetryPolicy`."""
+    if not isinstance(value, Mapping):
+        return f"must be a mapping of codes to RetryPolicy, got {type(value).__name__}"
+    for code, policy in value.items():
+        if not isinstance(code, Code):
+            return f"has the key {shown(code)}, which is not an actors.Code"
+        if not isinstance(policy, RetryPolicy):
+            return f"[{code}] must be a RetryPolicy, got {type(policy).__name__}"
+    return None
+
+
+_POLICIES: Final[Check] = _policies
 
 
 @attrs.frozen(kw_only=True)
 class RetryRules:
-    """Which policy applies to which code, and the total ``deadline`` (seconds)."""
+    """Which policy applies to which code, and the total ``deadline`` (seconds).
 
-    by_code: Mapping[Code, RetryPolicy] = attrs.field(converter=_frozen)
-    deadline: float | None = None
+    Checked as it is built: ``config_invalid`` naming the field for a ``by_code`` that is
+    not a mapping of :class:`~actors.Code` to :class:`RetryPolicy`, a ``deadline`` that
+    is not ``None`` or finite seconds > 0."""
+
+    by_code: Mapping[Code, RetryPolicy] = attrs.field(
+        converter=_frozen, validator=validator(_POLICIES)
+    )
+    deadline: float | None = attrs.field(default=None, validator=validator(seconds(optional=True)))
 
     def policy_for(self, error: ActorError) -> RetryPolicy | None:
         """The policy for ``error``, or ``None`` when it is not to be retried."""

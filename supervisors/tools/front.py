@@ -308,7 +308,10 @@ class Tools:
         nested arguments that fails is left to :meth:`_attempts` too, which makes the same
         copy and reports its failure as for any attempt (``tool`` set, one
         ``tool.call_failed``)."""
-        began = trio.current_time()
+        # When the call began, for the retry policy's deadline only (no clock read
+        # on the common path, which has none).
+        policy = entry.retry
+        began = None if policy is None or policy.deadline is None else trio.current_time()
         if nested:
             try:
                 sent = deep_copy(arguments)
