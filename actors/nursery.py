@@ -29,14 +29,16 @@ async def open_nursery_unwrapped() -> AsyncIterator[trio.Nursery]:
     (the block and its children all cancelled, nothing else) comes out as one
     ``trio.Cancelled``, not a group of them, so ``except trio.Cancelled`` sees it. A
     ``KeyboardInterrupt`` (Ctrl-C: trio raises it in the main task, inside the user's
-    blocks) comes out bare too, when all that came with it are cancellations: the nursery
-    closes first (its children are cancelled), then the interrupt is re-raised as it was."""
-    body_error: Exception | KeyboardInterrupt | None = None
+    blocks) or a ``SystemExit`` (``sys.exit()`` in the block, or in a handler: it stops
+    the program, never handled by a policy) comes out bare too, when all that came with
+    it are cancellations: the nursery closes first (its children are cancelled), then the
+    exit is re-raised as it was."""
+    body_error: Exception | KeyboardInterrupt | SystemExit | None = None
     try:
         async with trio.open_nursery() as nursery:
             try:
                 yield nursery
-            except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - re-raised below
+            except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: BLE001 - re-raised below
                 body_error = exc
                 nursery.cancel_scope.cancel(reason=f"block raised {type(exc).__name__}")
     except BaseExceptionGroup as group:
@@ -69,16 +71,16 @@ def only_cancelled(group: BaseExceptionGroup) -> trio.Cancelled | None:
     return leaf
 
 
-def only_interrupted(group: BaseExceptionGroup) -> KeyboardInterrupt | None:
-    """The first ``KeyboardInterrupt`` of ``group`` when everything else in it is a
-    cancellation (at any depth), else ``None``."""
-    interrupts, rest = group.split(KeyboardInterrupt)
+def only_interrupted(group: BaseExceptionGroup) -> KeyboardInterrupt | SystemExit | None:
+    """The first ``KeyboardInterrupt`` or ``SystemExit`` of ``group`` when everything
+    else in it is a cancellation (at any depth), else ``None``."""
+    interrupts, rest = group.split((KeyboardInterrupt, SystemExit))
     if interrupts is None or (rest is not None and only_cancelled(rest) is None):
         return None
     leaf: BaseException = interrupts
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
-    assert isinstance(leaf, KeyboardInterrupt)  # split kept only KeyboardInterrupt leaves
+    assert isinstance(leaf, KeyboardInterrupt | SystemExit)  # what split kept
     return leaf
 
 
