@@ -56,6 +56,7 @@ from actors.events import (
     BreakerTransition,
     Event,
     PoolAttempt,
+    PoolAttemptCancelled,
     PoolAttemptFailed,
     RetryScheduled,
     RunCancelled,
@@ -190,6 +191,7 @@ def _code(error: ActorError) -> str:
 _HANDLERS: dict[type, Callable[[Metrics, Any], None]] = {
     PoolAttempt: Metrics._attempt,
     PoolAttemptFailed: Metrics._attempt,
+    PoolAttemptCancelled: Metrics._attempt,
     RetryScheduled: Metrics._retry,
     BreakerTransition: Metrics._breaker,
     SupervisorDecision: Metrics._decision,

@@ -516,3 +516,34 @@ def test_without_prometheus_client_it_is_config_invalid(monkeypatch: pytest.Monk
     ) as caught:
         Metrics()
     assert isinstance(caught.value.__cause__, ImportError)
+
+
+def test_a_cancelled_pool_attempt_is_counted_as_cancelled_not_failed() -> None:
+    from actors.events import PoolAttemptCancelled
+
+    metrics = Metrics()
+    metrics.observe(
+        PoolAttemptCancelled(
+            request_id="q",
+            number=1,
+            provider="p",
+            model="m",
+            outcome="cancelled",
+            code=None,
+            latency=1.0,
+            input_tokens=None,
+            output_tokens=None,
+            cost=None,
+            usage_estimated=False,
+            hedge=False,
+        )
+    )
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name.endswith("attempts_total")
+    }
+    assert list(samples.values()) == [1.0]
+    [(_, labels)] = samples
+    assert dict(labels)["outcome"] == "cancelled" and dict(labels)["code"] == ""

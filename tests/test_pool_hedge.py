@@ -8,6 +8,7 @@ import trio
 from trio.testing import MockClock
 
 from actors import Code
+from actors.testing import capture_events
 from actors.testing.chaos import Fault
 from supervisors import Breaker, Budget, BudgetLimits, ProviderPool, Resilience
 from tests.pool_helpers import faults, fleet, request, rules
@@ -23,9 +24,17 @@ async def test_the_slower_of_two_healthy_targets_is_cancelled(autojump_clock: Mo
             budget=budget,
             hedge_after=1.0,
         )
-        reply = await pool.complete(request())
+        with capture_events(
+            "pool.attempt", "pool.attempt_failed", "pool.attempt_cancelled"
+        ) as events:
+            reply = await pool.complete(request())
         assert reply.provider == "B"
         assert trio.current_time() == 1.0
+        # The loser is logged as cancelled, not as a failure (issue 28).
+        assert sorted((e.name, e.provider, e.outcome) for e in events) == [  # type: ignore[attr-defined]
+            ("pool.attempt", "B", "ok"),
+            ("pool.attempt_cancelled", "A", "cancelled"),
+        ]
         await trio.sleep(10)  # let the server notice
         [a_request] = f.servers["A"].requests
         assert a_request.disconnected is True

@@ -178,7 +178,7 @@ def test_the_cost_of_a_usage() -> None:
 def test_each_entry_is_one_event_with_every_field() -> None:
     ledger = Ledger()
     usage = Usage(input_tokens=3, output_tokens=4)
-    with capture_events("pool.attempt", "pool.attempt_failed") as records:
+    with capture_events("pool.attempt", "pool.attempt_failed", "pool.attempt_cancelled") as records:
         ledger.record(entry(1, "A", "m", "ok", usage, 0.5, request_id="q", latency=1.5))
         ledger.record(
             tuple(
@@ -201,7 +201,7 @@ def test_each_entry_is_one_event_with_every_field() -> None:
     ok, partial, cancelled = records
     assert (ok.name, ok.level) == ("pool.attempt", logging.DEBUG)
     assert (partial.name, partial.level) == ("pool.attempt_failed", logging.INFO)
-    assert (cancelled.name, cancelled.level) == ("pool.attempt_failed", logging.INFO)
+    assert (cancelled.name, cancelled.level) == ("pool.attempt_cancelled", logging.INFO)
 
     def facts(record: Any) -> tuple[Any, ...]:
         return (

@@ -20,7 +20,7 @@ Families (docs/events.md lists every record with its fields):
   :class:`ChildStarted`, :class:`ChildStopped`;
 * resilience — :class:`RetryScheduled`, :class:`BreakerTransition`,
   :class:`BudgetWarning`, :class:`BudgetPaused`, :class:`PoolAttempt`,
-  :class:`PoolAttemptFailed`, :class:`PoolEscalated`;
+  :class:`PoolAttemptFailed`, :class:`PoolAttemptCancelled`, :class:`PoolEscalated`;
 * tools — :class:`ToolRetried`, :class:`ToolCallFailed`, :class:`ToolFallback`,
   :class:`ToolCleanupOverrun`;
 * runs (the event stream of a workflow run) — :class:`RunStarted`,
@@ -82,6 +82,7 @@ from actors.events.resilience import (
     BudgetPaused,
     BudgetWarning,
     PoolAttempt,
+    PoolAttemptCancelled,
     PoolAttemptFailed,
     PoolEscalated,
     RetryScheduled,
@@ -142,6 +143,7 @@ RECORDS: tuple[type[Event], ...] = (
     BudgetWarning,
     BudgetPaused,
     PoolAttempt,
+    PoolAttemptCancelled,
     PoolAttemptFailed,
     PoolEscalated,
     ToolRetried,
@@ -224,6 +226,7 @@ __all__ = [
     "NodeSkipped",
     "NodeStarted",
     "PoolAttempt",
+    "PoolAttemptCancelled",
     "PoolAttemptFailed",
     "PoolEscalated",
     "RedactedCause",

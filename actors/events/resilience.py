@@ -132,10 +132,18 @@ class PoolAttempt(AttemptRecord):
 
 @attrs.frozen(kw_only=True)
 class PoolAttemptFailed(AttemptRecord):
-    """A provider pool's attempt was not answered: failed, cut short (``partial``) or
-    cancelled."""
+    """A provider pool's attempt failed, or was cut short (``partial``)."""
 
     name: ClassVar[str] = "pool.attempt_failed"
+    level: ClassVar[int] = logging.INFO
+
+
+@attrs.frozen(kw_only=True)
+class PoolAttemptCancelled(AttemptRecord):
+    """A provider pool's attempt was cancelled: its caller left, or it lost a hedge
+    (``outcome`` ``cancelled``, no code) — not a failure."""
+
+    name: ClassVar[str] = "pool.attempt_cancelled"
     level: ClassVar[int] = logging.INFO
 
 

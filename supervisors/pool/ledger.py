@@ -32,7 +32,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeVar
 import attrs
 
 from actors import Code, Usage
-from actors.events import PoolAttempt, PoolAttemptFailed
+from actors.events import AttemptRecord, PoolAttempt, PoolAttemptCancelled, PoolAttemptFailed
 from actors.lowlevel import emit, enabled
 from supervisors.resilience.budget import Price, cost_of
 
@@ -179,7 +179,8 @@ class Ledger:
 
     def record(self, entry: Attempt | tuple[Any, ...]) -> None:
         """Add ``entry`` to the totals and the recent entries, and report it: an answered
-        attempt as ``pool.attempt`` (debug), any other as ``pool.attempt_failed``.
+        attempt as ``pool.attempt`` (debug), a cancelled one (its caller left, or it lost
+        a hedge) as ``pool.attempt_cancelled``, any other as ``pool.attempt_failed``.
 
         ``entry`` may be a plain tuple of :class:`Attempt`'s fields in order (how the
         pool records: the named tuple is made only when an entry is read)."""
@@ -192,7 +193,12 @@ class Ledger:
             return
         attempt = Attempt(*entry)
         usage = attempt.usage
-        record = PoolAttempt if ok else PoolAttemptFailed
+        if ok:
+            record: type[AttemptRecord] = PoolAttempt
+        elif attempt.outcome == "cancelled":
+            record = PoolAttemptCancelled
+        else:
+            record = PoolAttemptFailed
         emit(
             record(
                 request_id=attempt.request_id,
