@@ -8,7 +8,6 @@ on a vendor's JSON. Adapters (:mod:`actors.providers.openai`,
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Literal, Protocol
@@ -25,7 +24,7 @@ from actors.checks import (
     validator,
 )
 from actors.errors import ActorError, Code, Failure, fail
-from actors.redact import register_secret
+from actors.providers.keys import api_key_of
 from actors.usage import Usage
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -259,8 +258,11 @@ class ProviderConfig:
     """One provider endpoint.
 
     The API key comes from ``api_key`` (a string or a callable secret provider) or the
-    environment variable ``api_key_env``; it is registered with the redaction processor
-    when the adapter starts, and never logged.
+    environment variable ``api_key_env``; it is read and registered with the redaction
+    processor when the adapter starts, and never logged. Neither field: the endpoint
+    needs no key (no auth header is sent). A key named but missing — the variable not
+    set, an empty key, a callable returning none — is ``config_invalid`` at start,
+    naming the variable, never showing a key.
 
     ``read_timeout`` bounds each wait for the next bytes (not a whole answer).
     ``max_response_bytes`` caps a non-streaming body, an error body, one SSE event, and
@@ -295,27 +297,9 @@ class ProviderConfig:
         return self.models.get(model, self.default_capabilities)
 
     def resolve_api_key(self) -> str | None:
-        """The key to send: ``api_key`` itself, or what it returns when it is a callable
-        (read at each request, so a rotated key is picked up); ``None`` for none."""
-        key: str | None
-        if callable(self.api_key):
-            key = self.api_key()
-        elif self.api_key is not None:
-            key = self.api_key
-        elif self.api_key_env is not None:
-            key = os.environ.get(self.api_key_env)
-        else:
-            key = None
-        if key:
-            try:
-                register_secret(key)
-            except ValueError as exc:  # too short to be redacted without hiding words
-                raise ActorError.from_code(
-                    Code.CONFIG_INVALID,
-                    f"the API key of provider {self.name} is shorter than 4 characters",
-                    provider=self.name,
-                ) from exc
-        return key
+        """The key to send (:func:`actors.providers.keys.api_key_of`, which says when it
+        is ``config_invalid``): ``None`` when the config names no key at all."""
+        return api_key_of(self.name, self.api_key, self.api_key_env)
 
     def refusal(self, request: LlmRequest) -> Failure | None:
         """``capability_missing`` as a value (naming what is missing), or ``None`` when
