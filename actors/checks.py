@@ -36,6 +36,8 @@ __all__ = [
     "FieldProblem",
     "as_float",
     "checked",
+    "code_set",
+    "codes_to_seconds",
     "env_variable",
     "finite_non_negative",
     "fraction",
@@ -297,6 +299,29 @@ def http_url(value: Any) -> str | None:
         "a value with '@' (not shown)" if isinstance(value, str) and "@" in value else shown(value)
     )
     return f"must be an http:// or https:// URL with a host, got {seen}"
+
+
+def codes_to_seconds(value: Any) -> str | None:
+    """A mapping of :class:`~actors.Code` to finite seconds > 0 (a cooldown per code)."""
+    if not isinstance(value, Mapping):
+        return f"must be a mapping of codes to seconds, got {type(value).__name__}"
+    for code, number in value.items():
+        if not isinstance(code, Code):
+            return f"has the key {shown(code)}, which is not an actors.Code"
+        problem = positive_finite(number)
+        if problem is not None:
+            return f"[{code}] {problem}"
+    return None
+
+
+def code_set(value: Any) -> str | None:
+    """A set (or frozenset) of :class:`~actors.Code`."""
+    if not isinstance(value, set | frozenset):
+        return f"must be a set of codes, got {type(value).__name__}"
+    for code in value:
+        if not isinstance(code, Code):
+            return f"has {shown(code)}, which is not an actors.Code"
+    return None
 
 
 def is_str(value: Any) -> str | None:

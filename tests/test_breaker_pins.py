@@ -68,9 +68,17 @@ def test_config_defaults() -> None:
 
 
 def test_thresholds_are_at_least_one() -> None:
-    with pytest.raises(ValueError, match=r"^'failure_threshold' must be >= 1: 0$"):
+    with pytest.raises(
+        ActorError,
+        match=r"^\[config_invalid\] BreakerConfig\.failure_threshold must be an"
+        r" integer >= 1, got 0$",
+    ):
         BreakerConfig(failure_threshold=0)
-    with pytest.raises(ValueError, match=r"^'success_threshold' must be >= 1: 0$"):
+    with pytest.raises(
+        ActorError,
+        match=r"^\[config_invalid\] BreakerConfig\.success_threshold must be an"
+        r" integer >= 1, got 0$",
+    ):
         BreakerConfig(success_threshold=0)
 
 

@@ -50,6 +50,7 @@ import attrs
 import trio
 
 from actors import ActorError, Code, normalize
+from actors.checks import code_set, codes_to_seconds, int_at_least, seconds, validator
 from actors.events import BreakerTransition
 from actors.lowlevel import emit
 from supervisors.state import MemoryState, StateBackend, Transition
@@ -62,18 +63,29 @@ DEFAULT_COOLDOWNS: Final[Mapping[Code, float]] = MappingProxyType(
 
 @attrs.frozen(kw_only=True)
 class BreakerConfig:
-    """Thresholds, cooldowns and which codes count (see the module docstring)."""
+    """Thresholds, cooldowns and which codes count (see the module docstring). Checked
+    as it is built (:mod:`actors.checks`): ``config_invalid`` naming the field for a
+    threshold that is not an ``int`` >= 1, a cooldown, ``default_cooldown`` or
+    ``probe_lease`` that is not finite seconds > 0, an ``early_probe`` that is not finite
+    seconds >= 0, a code set holding something other than codes."""
 
-    failure_threshold: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    success_threshold: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    cooldowns: Mapping[Code, float] = DEFAULT_COOLDOWNS
-    default_cooldown: float = 60.0
-    early_probe: float = 30.0
-    probe_lease: float = 30.0
-    permanent: frozenset[Code] = frozenset({Code.AUTH, Code.PAYMENT})
-    per_model: frozenset[Code] = frozenset({Code.MODEL_NOT_FOUND})
-    ignored: frozenset[Code] = frozenset(
-        {Code.BAD_REQUEST, Code.CONTENT_FILTER, Code.CONTEXT_WINDOW_EXCEEDED}
+    failure_threshold: int = attrs.field(default=1, validator=validator(int_at_least(1)))
+    success_threshold: int = attrs.field(default=1, validator=validator(int_at_least(1)))
+    cooldowns: Mapping[Code, float] = attrs.field(
+        default=DEFAULT_COOLDOWNS, validator=validator(codes_to_seconds)
+    )
+    default_cooldown: float = attrs.field(default=60.0, validator=validator(seconds()))
+    early_probe: float = attrs.field(default=30.0, validator=validator(seconds(zero=True)))
+    probe_lease: float = attrs.field(default=30.0, validator=validator(seconds()))
+    permanent: frozenset[Code] = attrs.field(
+        default=frozenset({Code.AUTH, Code.PAYMENT}), validator=validator(code_set)
+    )
+    per_model: frozenset[Code] = attrs.field(
+        default=frozenset({Code.MODEL_NOT_FOUND}), validator=validator(code_set)
+    )
+    ignored: frozenset[Code] = attrs.field(
+        default=frozenset({Code.BAD_REQUEST, Code.CONTENT_FILTER, Code.CONTEXT_WINDOW_EXCEEDED}),
+        validator=validator(code_set),
     )
 
     def cooldown(self, error: ActorError) -> tuple[float, float]:

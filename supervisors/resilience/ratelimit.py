@@ -25,18 +25,28 @@ import attrs
 import trio
 
 from actors import ActorError, Code
+from actors.checks import optional, per_minute, positive_finite, validator
 from supervisors.state import BucketSpec, MemoryState, StateBackend
 from supervisors.state.memory import Bucket
 
 
+def _burst(value: object) -> str | None:
+    """A burst: a finite number > 0 (of requests or tokens)."""
+    problem = positive_finite(value)
+    return None if problem is None else problem.replace(" of seconds", "")
+
+
 @attrs.frozen(kw_only=True)
 class RateLimit:
-    """Limits for one key (``None``: unlimited)."""
+    """Limits for one key (``None``: unlimited). Checked as it is built
+    (:mod:`actors.checks`): ``config_invalid`` naming the field for a rate that is not
+    ``None`` or a finite number > 0 per minute, a burst that is not ``None`` or a finite
+    number > 0."""
 
-    requests_per_minute: float | None = None
-    tokens_per_minute: float | None = None
-    request_burst: float | None = None
-    token_burst: float | None = None
+    requests_per_minute: float | None = attrs.field(default=None, validator=validator(per_minute))
+    tokens_per_minute: float | None = attrs.field(default=None, validator=validator(per_minute))
+    request_burst: float | None = attrs.field(default=None, validator=validator(optional(_burst)))
+    token_burst: float | None = attrs.field(default=None, validator=validator(optional(_burst)))
 
     def specs(self, key: str) -> dict[str, BucketSpec]:
         """The token buckets this limit needs under ``key``: requests and/or tokens, by
