@@ -37,6 +37,7 @@ __all__ = [
     "as_float",
     "checked",
     "code_set",
+    "codes_to",
     "codes_to_seconds",
     "env_variable",
     "finite_non_negative",
@@ -301,17 +302,22 @@ def http_url(value: Any) -> str | None:
     return f"must be an http:// or https:// URL with a host, got {seen}"
 
 
-def codes_to_seconds(value: Any) -> str | None:
-    """A mapping of :class:`~actors.Code` to finite seconds > 0 (a cooldown per code)."""
-    if not isinstance(value, Mapping):
-        return f"must be a mapping of codes to seconds, got {type(value).__name__}"
-    for code, number in value.items():
-        if not isinstance(code, Code):
-            return f"has the key {shown(code)}, which is not an actors.Code"
-        problem = positive_finite(number)
-        if problem is not None:
-            return f"[{code}] {problem}"
-    return None
+def codes_to(check: Check, what: str) -> Check:
+    """A mapping of :class:`~actors.Code` to values that pass ``check`` (``what`` they
+    are, for the message): a problem names the entry (``[timeout] must be ...``)."""
+
+    def mapping(value: Any) -> str | None:
+        if not isinstance(value, Mapping):
+            return f"must be a mapping of codes to {what}, got {type(value).__name__}"
+        for code, item in value.items():
+            if not isinstance(code, Code):
+                return f"has the key {shown(code)}, which is not an actors.Code"
+            problem = check(item)
+            if problem is not None:
+                return f"[{code}] {problem}"
+        return None
+
+    return mapping
 
 
 def code_set(value: Any) -> str | None:
@@ -327,3 +333,7 @@ def code_set(value: Any) -> str | None:
 def is_str(value: Any) -> str | None:
     """A string (empty allowed)."""
     return None if isinstance(value, str) else f"must be a string, got {shown(value)}"
+
+
+#: A cooldown per code: a mapping of :class:`~actors.Code` to finite seconds > 0.
+codes_to_seconds: Final = codes_to(positive_finite, "seconds")

@@ -55,30 +55,6 @@ def test_fragile_copies_as_documented() -> None:
     assert value.copied == 1
 
 
-async def test_with_a_timeout_a_copy_failing_at_the_first_attempt_names_the_tool(
-    autojump_clock: MockClock,
-) -> None:
-    seen: list[int] = []
-    value = Fragile(1)  # the call's own snapshot only
-    async with hosted(ToolGroup("g", [recording(seen, fails=0)])) as (_, tools):
-        with (
-            capture_events(ToolRetried, ToolCallFailed) as events,
-            pytest.raises(ActorError) as caught,
-        ):
-            await tools.call("take", {"v": value}, timeout=30.0, key="k-1")
-    error = caught.value
-    assert (error.code, error.message, error.retryable, error.tool) == (
-        Code.INPUT_VALIDATION,
-        "$: the arguments are nested too deeply",
-        False,
-        "take",
-    )
-    assert [(type(e), e.tool, e.code, e.attempts, e.key) for e in events] == [  # type: ignore[attr-defined]
-        (ToolCallFailed, "take", "input_validation", 1, "k-1")
-    ]
-    assert (seen, value.copied, trio.current_time()) == ([], 1, 0.0)
-
-
 @pytest.mark.parametrize("timeout", [None, 30.0])
 async def test_a_copy_failing_at_a_retry_ends_the_call_naming_the_tool(
     autojump_clock: MockClock, timeout: float | None

@@ -44,7 +44,7 @@ import attrs
 import trio
 
 from actors import ActorError, Code, classify
-from actors.checks import Check, instance_of, int_at_least, is_bool, seconds, shown, validator
+from actors.checks import Check, codes_to, instance_of, int_at_least, is_bool, seconds, validator
 from actors.events import RetryScheduled
 from actors.lowlevel import emit
 from supervisors.tree.backoff import Backoff
@@ -79,19 +79,7 @@ def _frozen(mapping: Any) -> Any:
     return MappingProxyType(dict(mapping))
 
 
-def _policies(value: Any) -> str | None:
-    """A mapping of codes (:class:`~actors.Code`) to :class:`RetryPolicy`."""
-    if not isinstance(value, Mapping):
-        return f"must be a mapping of codes to RetryPolicy, got {type(value).__name__}"
-    for code, policy in value.items():
-        if not isinstance(code, Code):
-            return f"has the key {shown(code)}, which is not an actors.Code"
-        if not isinstance(policy, RetryPolicy):
-            return f"[{code}] must be a RetryPolicy, got {type(policy).__name__}"
-    return None
-
-
-_POLICIES: Final[Check] = _policies
+_POLICIES: Final[Check] = codes_to(instance_of(RetryPolicy), "RetryPolicy")
 
 
 @attrs.frozen(kw_only=True)
