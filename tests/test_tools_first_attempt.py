@@ -95,3 +95,27 @@ async def test_a_first_attempt_whose_copy_fails_names_its_tool_and_is_reported_o
     ]
     assert seen == []  # the tool never ran
     assert trio.current_time() == 0.0
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0], ids=["common-call", "with-timeout"])
+async def test_a_failed_copy_under_a_retry_deadline_names_its_tool_and_is_reported_once(
+    autojump_clock: MockClock, timeout: float | None
+) -> None:
+    seen: list[int] = []
+
+    async def run(context: ToolContext, **arguments: Any) -> str:
+        seen.append(context.attempt)
+        return "done"
+
+    deadlined = tool(run, name="take", retry=POLICY, input_schema={"type": "object"})
+    async with hosted(ToolGroup("g", [deadlined])) as (_, tools):
+        with (
+            capture_events(ToolRetried, ToolCallFailed) as events,
+            pytest.raises(ActorError) as caught,
+        ):
+            await tools.call("take", {"v": Fragile(1)}, timeout=timeout, key="k-2")
+    assert (caught.value.code, caught.value.tool) == (Code.INPUT_VALIDATION, "take")
+    assert [(type(e), e.attempts, e.key) for e in events] == [  # type: ignore[attr-defined]
+        (ToolCallFailed, 1, "k-2")
+    ]
+    assert seen == []
