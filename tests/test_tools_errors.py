@@ -377,13 +377,16 @@ async def test_a_bad_call_says_exactly_what_is_wrong_and_is_never_retryable(
     options: dict[str, Any] = {"name": "work", "arguments": {"mode": "ok"}} | call
     name, arguments = options.pop("name"), options.pop("arguments")
     async with hosted(ToolGroup("g", [counting(runs)])) as (_, tools):
-        with pytest.raises(ActorError) as caught:
+        with capture_events(ToolCallFailed) as events, pytest.raises(ActorError) as caught:
             await tools.call(name, arguments, **options)
     error = caught.value
     assert (error.code, error.message, error.retryable) == (Code.INPUT_VALIDATION, message, False)
-    # The checks of the call's own arguments name the tool once the name is known.
-    named = "work" if "arguments" in call or "grants" in call else None
+    # Every check of the call's own arguments names the tool once the name is known, and
+    # the failed call is reported once (issue 28: the timeout and key checks did neither).
+    named = None if "name" in call else "work"
     assert error.tool == named
+    expected = [] if named is None else [("work", "input_validation", 0)]
+    assert [(e.tool, e.code, e.attempts) for e in events] == expected
     assert runs.count == 0
 
 
@@ -422,3 +425,25 @@ async def test_a_result_and_its_output_error_name_the_tool_on_the_first_attempt(
     assert [(e.tool, e.code, e.attempts, e.key) for e in failed] == [
         ("work", "output_validation", 1, "k-8")
     ]
+
+
+async def test_arguments_nested_too_deeply_name_the_tool_and_are_reported_once(
+    autojump_clock: MockClock,
+) -> None:
+    runs = Runs()
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    async with hosted(ToolGroup("g", [counting(runs)])) as (_, tools):
+        with capture_events(ToolCallFailed) as events, pytest.raises(ActorError) as caught:
+            await tools.call("work", {"mode": "ok", "deep": deep}, key="k-deep")
+    error = caught.value
+    assert (error.code, error.message, error.tool) == (
+        Code.INPUT_VALIDATION,
+        "$: the arguments are nested too deeply",
+        "work",
+    )
+    assert [(e.tool, e.code, e.attempts, e.key) for e in events] == [
+        ("work", "input_validation", 0, "k-deep")
+    ]
+    assert runs.count == 0

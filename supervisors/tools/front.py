@@ -234,23 +234,29 @@ class Tools:
         which no host runs.
         """
         if type(name) is not str or not name:
-            raise bad_call("name", "a non-empty string", name)
-        # What is checked is what runs: a copy, so changing the caller's dict while the
-        # call waits changes nothing (and, nested, each attempt gets a copy of its own).
-        if arguments is None:
-            arguments = {}
-        elif type(arguments) is not dict and not isinstance(arguments, Mapping):
-            raise bad_call("arguments", "a mapping (a JSON object)", arguments, tool=name)
-        # What is checked is what runs: a copy, so changing the caller's dict while the
-        # call waits changes nothing (and, nested, each attempt gets a copy of its own).
-        copied, nested = snapshot(arguments)
-        if timeout is not None:
-            timeout = timeout_of(timeout)
-        if grants is None:
-            grants = self.grants
-        elif not isinstance(grants, Grants):
-            raise bad_call("grants", "a Grants", grants, tool=name)
-        key = key_of(key, run_id, node_id, index)
+            raise bad_call("name", "a non-empty string", name)  # no tool to name
+        try:
+            key = key_of(key, run_id, node_id, index)
+            # What is checked is what runs: a copy, so changing the caller's dict while
+            # the call waits changes nothing (and, nested, each attempt gets its own).
+            if arguments is None:
+                arguments = {}
+            elif type(arguments) is not dict and not isinstance(arguments, Mapping):
+                raise bad_call("arguments", "a mapping (a JSON object)", arguments)
+            copied, nested = snapshot(arguments)
+            if timeout is not None:
+                timeout = timeout_of(timeout)
+            if grants is None:
+                grants = self.grants
+            elif not isinstance(grants, Grants):
+                raise bad_call("grants", "a Grants", grants)
+        except ActorError as error:
+            # A bad argument of the call names its tool and is reported once, as every
+            # failed call is (the key as given when it is the bad one).
+            error.tool = name
+            shown = key if type(key) is str else ""
+            emit(ToolCallFailed(tool=name, code=str(error.code), attempts=0, key=shown))
+            raise
         entry = self._entries.get(name)
         if entry is None:
             call = Call(name, copied, nested, grants, timeout, key, run_id, node_id)
