@@ -41,6 +41,7 @@ __all__ = [
     "codes_to_seconds",
     "env_variable",
     "finite_non_negative",
+    "finite_positive",
     "fraction",
     "grace_seconds",
     "http_url",
@@ -49,6 +50,7 @@ __all__ = [
     "is_bool",
     "is_str",
     "is_tuple",
+    "named",
     "non_empty_str",
     "one_of",
     "optional",
@@ -185,6 +187,14 @@ def per_minute(value: Any) -> str | None:
     return f"must be a finite number > 0 per minute, got {shown(value)}"
 
 
+def finite_positive(value: Any) -> str | None:
+    """A finite number > 0 (a count of requests or tokens, not seconds)."""
+    number = as_float(value)
+    if number is not None and math.isfinite(number) and number > 0:
+        return None
+    return f"must be a finite number > 0, got {shown(value)}"
+
+
 def finite_non_negative(value: Any) -> str | None:
     """A finite number >= 0."""
     number = as_float(value)
@@ -225,6 +235,13 @@ def str_keyed_mapping(value: Any) -> str | None:
     return f"must be a mapping of names to values, got {shown(value)}"
 
 
+def named(field: str, problem: str) -> str:
+    """``problem`` (a check's text) naming ``field``: ``"lease_ttl must be ..."``, or
+    joined without a space when it names an entry (``"cooldowns[timeout] must be ..."``)."""
+    joint = "" if problem.startswith((".", "[")) else " "
+    return f"{field}{joint}{problem}"
+
+
 def problems_of(spec: attrs.AttrsInstance) -> list[str]:
     """What is wrong with each field of ``spec``, each naming its field."""
     problems = []
@@ -232,8 +249,7 @@ def problems_of(spec: attrs.AttrsInstance) -> list[str]:
         check = field.metadata.get(CHECK)
         problem = check(getattr(spec, field.name)) if check is not None else None
         if problem is not None:
-            joint = "" if problem.startswith((".", "[")) else " "
-            problems.append(f"{field.name}{joint}{problem}")
+            problems.append(named(field.name, problem))
     return problems
 
 
@@ -245,10 +261,8 @@ def validator(check: Check) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     def validate(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         problem = check(value)
         if problem is not None:
-            joint = "" if problem.startswith((".", "[")) else " "
-            raise ActorError.from_code(
-                Code.CONFIG_INVALID, f"{type(instance).__name__}.{attribute.name}{joint}{problem}"
-            )
+            where = f"{type(instance).__name__}.{attribute.name}"
+            raise ActorError.from_code(Code.CONFIG_INVALID, named(where, problem))
 
     return validate
 

@@ -25,15 +25,9 @@ import attrs
 import trio
 
 from actors import ActorError, Code
-from actors.checks import optional, per_minute, positive_finite, validator
+from actors.checks import finite_positive, optional, per_minute, validator
 from supervisors.state import BucketSpec, MemoryState, StateBackend
 from supervisors.state.memory import Bucket
-
-
-def _burst(value: object) -> str | None:
-    """A burst: a finite number > 0 (of requests or tokens)."""
-    problem = positive_finite(value)
-    return None if problem is None else problem.replace(" of seconds", "")
 
 
 @attrs.frozen(kw_only=True)
@@ -45,8 +39,12 @@ class RateLimit:
 
     requests_per_minute: float | None = attrs.field(default=None, validator=validator(per_minute))
     tokens_per_minute: float | None = attrs.field(default=None, validator=validator(per_minute))
-    request_burst: float | None = attrs.field(default=None, validator=validator(optional(_burst)))
-    token_burst: float | None = attrs.field(default=None, validator=validator(optional(_burst)))
+    request_burst: float | None = attrs.field(
+        default=None, validator=validator(optional(finite_positive))
+    )
+    token_burst: float | None = attrs.field(
+        default=None, validator=validator(optional(finite_positive))
+    )
 
     def specs(self, key: str) -> dict[str, BucketSpec]:
         """The token buckets this limit needs under ``key``: requests and/or tokens, by

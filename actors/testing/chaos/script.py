@@ -19,7 +19,7 @@ import random
 import re
 import tomllib
 from collections import deque
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 import cattrs
@@ -54,9 +54,9 @@ FaultKind = Literal[
 ]
 Route = Literal["openai", "anthropic", "*"]
 #: Every fault kind, in :data:`FaultKind`'s order (what ``Fault.kind`` accepts).
-FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 #: Every route (what ``Fault.route`` accepts).
-ROUTES: tuple[str, ...] = Route.__args__  # type: ignore[attr-defined]
+ROUTES: tuple[str, ...] = get_args(Route)
 
 #: Kinds that only a streaming request can be given (they wait in the queue for one).
 STREAM_ONLY = frozenset({"cut_stream", "stream_error", "slow_stream"})
