@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.orphans import dies_with_parent
+
 
 def _binary(name: str) -> str | None:
     found = shutil.which(name)
@@ -65,8 +67,10 @@ def postgres_server() -> Iterator[str]:
         capture_output=True,
     )
     port = free_port()
+    # Started as the postgres user directly (not through runuser), dying with this
+    # process: a killed test run leaves no server behind (tests/orphans.py).
     server = subprocess.Popen(
-        _as_server_user(
+        (
             [
                 postgres,
                 "-D",
@@ -85,6 +89,7 @@ def postgres_server() -> Iterator[str]:
         ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=dies_with_parent("postgres" if os.geteuid() == 0 else None),
     )
     dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres connect_timeout=5"
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.orphans import dies_with_parent
 from tests.pg_server import free_port
 
 
@@ -52,6 +53,7 @@ class RedisServer:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            preexec_fn=dies_with_parent(),
         )
         deadline = time.monotonic() + 10
         while not self._answers():
